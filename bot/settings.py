@@ -1,0 +1,79 @@
+"""Service settings, read once from the environment and validated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Self
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.exceptions import ConfigurationError
+
+# Which variable a user must set, by settings field, for error messages.
+ENV_NAMES = {
+    "github_webhook_secret": "GITHUB_WEBHOOK_SECRET",
+    "github_app_id": "GITHUB_APP_ID",
+    "github_private_key": "GITHUB_PRIVATE_KEY",
+    "github_private_key_path": "GITHUB_PRIVATE_KEY_PATH",
+    "redis_url": "REDIS_URL",
+    "github_api_url": "GITHUB_API_URL",
+}
+
+
+class Settings(BaseSettings):
+    """Everything the web and worker processes read from the environment."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True)
+
+    github_webhook_secret: SecretStr = Field(min_length=1)
+    github_app_id: int | None = None
+    github_private_key: SecretStr | None = None
+    github_private_key_path: Path | None = None
+    redis_url: str | None = None
+    github_api_url: str = "https://api.github.com"
+
+    reqdrive_work_dir: Path = Path(".reqdrive")
+    reqdrive_agent: str = "claude"
+    reqdrive_agent_command: str | None = None
+    reqdrive_trigger_label: str = "reqdrive"
+    # The App's slug: pushes by "<slug>[bot]" never trigger runs. Unset: no bot push triggers.
+    reqdrive_app_slug: str | None = None
+    reqdrive_job_timeout_hours: float = Field(default=6.0, gt=0)
+    reqdrive_queue: str = "reqdrive"
+
+    @model_validator(mode="after")
+    def _private_key_sources_exclusive(self) -> Self:
+        if self.github_private_key is not None and self.github_private_key_path is not None:
+            raise ValueError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
+        return self
+
+    def private_key_pem(self) -> str | None:
+        """The App's private key as PEM text, from the variable or the file it names."""
+        if self.github_private_key is not None:
+            return self.github_private_key.get_secret_value()
+        if self.github_private_key_path is not None:
+            return self.github_private_key_path.read_text()
+        return None
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment once; turn validation errors into one actionable message."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigurationError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = ["reqdrive is not configured:"]
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        name = ENV_NAMES.get(field, field.upper())
+        if error["type"] == "missing" or (field == "github_webhook_secret"):
+            lines.append(f"  set {name}: the webhook secret you gave GitHub when registering the App")
+        elif name:
+            lines.append(f"  {name}: {error['msg']}")
+        else:
+            lines.append(f"  {error['msg']}")
+    return "\n".join(lines)

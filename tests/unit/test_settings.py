@@ -1,0 +1,45 @@
+"""Settings are read once from the environment and refuse to run without a secret."""
+
+import pytest
+
+from bot.exceptions import ConfigurationError
+from bot.settings import load_settings
+
+
+def test_missing_webhook_secret_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GITHUB_WEBHOOK_SECRET", raising=False)
+    with pytest.raises(ConfigurationError, match="GITHUB_WEBHOOK_SECRET"):
+        load_settings()
+
+
+def test_empty_webhook_secret_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "")
+    with pytest.raises(ConfigurationError, match="GITHUB_WEBHOOK_SECRET"):
+        load_settings()
+
+
+def test_reads_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s3cret")
+    monkeypatch.setenv("REQDRIVE_TRIGGER_LABEL", "build-me")
+    monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9/api")
+    settings = load_settings()
+    assert settings.github_webhook_secret.get_secret_value() == "s3cret"
+    assert settings.reqdrive_trigger_label == "build-me"
+    assert settings.github_api_url == "http://127.0.0.1:9/api"
+    assert "s3cret" not in repr(settings)
+
+
+def test_private_key_from_path(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    key = tmp_path / "app.pem"
+    key.write_text("-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----\n")
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("GITHUB_PRIVATE_KEY_PATH", str(key))
+    assert load_settings().private_key_pem() == key.read_text()
+
+
+def test_both_private_key_sources_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("GITHUB_PRIVATE_KEY", "pem")
+    monkeypatch.setenv("GITHUB_PRIVATE_KEY_PATH", "/nonexistent.pem")
+    with pytest.raises(ConfigurationError, match="not both"):
+        load_settings()

@@ -1,0 +1,1 @@
+"""The reqdrive engine: git, agents and gates; knows nothing of webhooks."""

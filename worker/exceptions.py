@@ -1,0 +1,44 @@
+"""Exceptions raised by the worker package; each maps to one user-facing sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ReqdriveError(Exception):
+    """Base class for every error the engine raises on purpose."""
+
+
+class GitError(ReqdriveError):
+    """A git command failed; carries the command (credentials never in it) and its stderr."""
+
+    def __init__(self, args: Sequence[str], returncode: int | None, stderr: str) -> None:
+        self.command = list(args)
+        self.returncode = returncode
+        self.stderr = stderr
+        status = "timed out" if returncode is None else f"exited with {returncode}"
+        super().__init__(f"git {' '.join(self.command)} {status}: {stderr.strip()[-2000:]}")
+
+
+class WorkspaceError(ReqdriveError):
+    """The repository cache or a run's worktree is not in the state the run needs."""
+
+
+class PrdError(ReqdriveError):
+    """prd.json is missing or invalid; the message names the field that is wrong."""
+
+
+class RepoConfigError(ReqdriveError):
+    """The repository's .github/reqdrive.yml is invalid; the message names the key."""
+
+
+class AgentError(ReqdriveError):
+    """The agent could not be started, or failed in a way that ends the run."""
+
+
+class PreflightError(ReqdriveError):
+    """A check before the run failed (dirty tree, missing requirement, branch mismatch)."""
+
+
+class ResumeError(ReqdriveError):
+    """A checkpoint does not match the branch it claims to describe."""

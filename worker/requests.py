@@ -1,0 +1,37 @@
+"""Job arguments: the plain-JSON contract between the web intake and the worker."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class JobKind(StrEnum):
+    """What a queued job asks the worker to do."""
+
+    RUN = "run"  # plan (if needed) and implement a requirement
+    RETRY = "retry"  # re-run one story, or every failed story
+    PLAN = "plan"  # plan only, report the stories
+    CANCEL = "cancel"
+    STATUS = "status"
+    HELP = "help"
+
+
+class RunRequest(BaseModel):
+    """One job's arguments. Never holds a token or an API object: RQ stores it as JSON."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: JobKind
+    delivery_id: str
+    repo: str  # "owner/name"
+    installation_id: int | None = None
+    sender: str
+    # The requirement: "ISSUE-<n>" for an issue, or a path like docs/requirements/REQ-001-x.md.
+    # None for a comment on a pull request: the job reads it from the PR's branch and marker.
+    requirement: str | None = None
+    issue_number: int | None = None  # the issue or pull request the trigger came from
+    story_id: str | None = None  # "/reqdrive retry US-003"
+    head_sha: str | None = None  # for a push: the commit the requirement file was read at
+    comment_id: int | None = None

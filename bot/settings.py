@@ -21,6 +21,12 @@ ENV_NAMES = {
 }
 
 
+# What each required variable is, for the message that asks for it.
+FIELD_HELP = {
+    "github_webhook_secret": "the webhook secret you gave GitHub when registering the App",
+}
+
+
 class Settings(BaseSettings):
     """Everything the web and worker processes read from the environment."""
 
@@ -70,8 +76,8 @@ def _describe(exc: ValidationError) -> str:
     for error in exc.errors():
         field = str(error["loc"][0]) if error["loc"] else ""
         name = ENV_NAMES.get(field, field.upper())
-        if error["type"] == "missing" or (field == "github_webhook_secret"):
-            lines.append(f"  set {name}: the webhook secret you gave GitHub when registering the App")
+        if error["type"] == "missing" or field in FIELD_HELP:
+            lines.append(f"  set {name}: {FIELD_HELP.get(field, 'required')}")
         elif name:
             lines.append(f"  {name}: {error['msg']}")
         else:

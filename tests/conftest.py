@@ -54,7 +54,7 @@ def isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     config.write_text(
         "[user]\n\tname = reqdrive tests\n\temail = tests@reqdrive.invalid\n"
         "[commit]\n\tgpgSign = false\n[init]\n\tdefaultBranch = main\n"
-        "[protocol \"file\"]\n\tallow = always\n"
+        '[protocol "file"]\n\tallow = always\n'
     )
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")

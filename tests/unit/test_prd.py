@@ -1,0 +1,81 @@
+"""prd.json validation messages and the worker's deterministic story selection."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from worker.exceptions import PrdError
+from worker.prd import Story, parse_prd, select_next_story
+
+
+def story(story_id: str, priority: int = 1, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": story_id,
+        "title": f"Title {story_id}",
+        "description": "d",
+        "acceptanceCriteria": ["it works"],
+        "priority": priority,
+        **extra,
+    }
+
+
+def prd_text(stories: list[dict[str, Any]]) -> str:
+    return json.dumps({"project": "p", "sourceReq": "REQ-1", "userStories": stories})
+
+
+def test_a_valid_plan_is_read_and_the_worker_resets_passes_and_attempts() -> None:
+    prd = parse_prd(prd_text([story("US-001", passes=True, attempts=7), story("US-002", 2)]))
+    assert [s.id for s in prd.user_stories] == ["US-001", "US-002"]
+    assert all(not s.passes and s.attempts == 0 for s in prd.user_stories)
+    assert prd.to_json()["userStories"][0]["acceptanceCriteria"] == ["it works"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[]", "must be a JSON object"),
+        (json.dumps({"project": "p"}), "userStories: field required"),
+        (prd_text([]), "userStories has 0 stories; a plan needs 1 to 8"),
+        (prd_text([story(f"US-{i}") for i in range(9)]), "has 9 stories"),
+        (prd_text([story("US-1"), story("US-1")]), "story id 'US-1' is used more than once"),
+        (prd_text([story("US-1", priority="high")]), "userStories[0].priority"),
+        (prd_text([story("US-1", priority=1.5)]), "userStories[0].priority"),
+        (prd_text([story("US-1", acceptanceCriteria=[])]), "userStories[0].acceptanceCriteria"),
+        (prd_text([{**story("US-1"), "title": ""}]), "userStories[0].title"),
+        (prd_text([story("US 1")]), "userStories[0].id: value error, must not contain"),
+    ],
+)
+def test_an_invalid_plan_is_refused_with_a_message_naming_what_is_wrong(
+    text: str, message: str
+) -> None:
+    with pytest.raises(PrdError) as caught:
+        parse_prd(text)
+    assert message in str(caught.value)
+
+
+def make(story_id: str, priority: int, *, passes: bool = False, attempts: int = 0) -> Story:
+    return Story.model_validate(story(story_id, priority, passes=passes, attempts=attempts))
+
+
+def test_the_next_story_is_the_lowest_priority_then_the_lowest_id() -> None:
+    stories = [make("US-003", 2), make("US-002", 1), make("US-001", 1)]
+    chosen = select_next_story(stories, max_story_retries=3)
+    assert chosen is not None and chosen.id == "US-001"
+    # The order stories are listed in does not matter.
+    assert select_next_story(list(reversed(stories)), max_story_retries=3) == chosen
+
+
+def test_passed_settled_and_exhausted_stories_are_never_chosen() -> None:
+    stories = [
+        make("US-001", 1, passes=True),
+        make("US-002", 1, attempts=3),
+        make("US-003", 2),
+        make("US-004", 3),
+    ]
+    chosen = select_next_story(stories, max_story_retries=3, settled={"US-003"})
+    assert chosen is not None and chosen.id == "US-004"
+    assert select_next_story(stories[:3], max_story_retries=3, settled={"US-003"}) is None

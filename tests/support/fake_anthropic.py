@@ -1,0 +1,262 @@
+"""A scripted Anthropic Messages API on 127.0.0.1 that stands in for the model."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MESSAGES_PATH = "/v1/messages"
+MODEL = "claude-sonnet-4-5-20250929"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool_use block the model asks the CLI to run."""
+
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The token counts a reply reports; the CLI sums them into its result line."""
+
+    input_tokens: int = 100
+    output_tokens: int = 20
+    cache_read_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One scripted model reply: text, tool calls, or a stall that never answers."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    stall: bool = False
+    usage: Usage = Usage()
+
+
+def say(text: str, usage: Usage = Usage()) -> Turn:
+    return Turn(text=text, usage=usage)
+
+
+def use(*calls: ToolCall, usage: Usage = Usage()) -> Turn:
+    return Turn(tool_calls=calls, usage=usage)
+
+
+def stall() -> Turn:
+    return Turn(stall=True)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """What the CLI sent: enough to assert that the prompt and tool results arrived."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = self.body.get("messages", [])
+        return messages
+
+    def prompt(self) -> str:
+        """The last text block of the first user message, where the CLI puts the prompt."""
+        texts = [b["text"] for b in _blocks(self.messages[0]) if b.get("type") == "text"]
+        return texts[-1] if texts else ""
+
+    def system_text(self) -> str:
+        system = self.body.get("system", "")
+        if isinstance(system, str):
+            return system
+        return "\n".join(b.get("text", "") for b in system)
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks of the last user message."""
+        return [b for b in _blocks(self.messages[-1]) if b.get("type") == "tool_result"]
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content", [])
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks: list[dict[str, Any]] = content
+    return blocks
+
+
+def tool_result_text(block: dict[str, Any]) -> str:
+    """A tool_result's content as one string (the CLI sends a string or text blocks)."""
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(part.get("text", "") for part in content)
+
+
+@dataclass
+class FakeAnthropic:
+    """The server's state: the script still to play and every request received."""
+
+    script: list[Turn]
+    url: str = ""
+    requests: list[RecordedRequest] = field(default_factory=list)
+    released: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ids: Iterator[int] = field(default_factory=itertools.count)
+
+    def message_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.startswith(MESSAGES_PATH)]
+
+    def _record(self, request: RecordedRequest) -> tuple[Turn, int]:
+        with self._lock:
+            self.requests.append(request)
+            # An exhausted script ends the conversation instead of hanging the CLI.
+            turn = self.script.pop(0) if self.script else say("(script exhausted)")
+            return turn, next(self._ids)
+
+
+def sse_events(turn: Turn, number: int, model: str) -> list[tuple[str, dict[str, Any]]]:
+    """The event sequence the CLI needs; a message id repeated across replies makes it loop."""
+    usage_start = {
+        "input_tokens": turn.usage.input_tokens,
+        "output_tokens": 1,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": turn.usage.cache_read_tokens,
+    }
+    events: list[tuple[str, dict[str, Any]]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": f"msg_fake{number:06d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage_start,
+                },
+            },
+        )
+    ]
+    index = 0
+    if turn.text:
+        events += _block_events(index, {"type": "text", "text": ""}, "text_delta", turn.text)
+        index += 1
+    for call_number, call in enumerate(turn.tool_calls):
+        start = {
+            "type": "tool_use",
+            "id": f"toolu_fake{number:04d}{call_number:02d}",
+            "name": call.name,
+            "input": {},
+        }
+        events += _block_events(index, start, "input_json_delta", json.dumps(call.input))
+        index += 1
+    stop_reason = "tool_use" if turn.tool_calls else "end_turn"
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": turn.usage.output_tokens},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _block_events(
+    index: int, start: dict[str, Any], delta_type: str, payload: str
+) -> list[tuple[str, dict[str, Any]]]:
+    # Split the payload in two deltas so the CLI has to join partial pieces, as with the real API.
+    half = len(payload) // 2
+    key = "text" if delta_type == "text_delta" else "partial_json"
+    deltas = [
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": index, "delta": {"type": delta_type, key: p}},
+        )
+        for p in (payload[:half], payload[half:])
+        if p
+    ]
+    return [
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": start},
+        ),
+        *deltas,
+        ("content_block_stop", {"type": "content_block_stop", "index": index}),
+    ]
+
+
+def _handler(state: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            raw = self.rfile.read(length)
+            body = json.loads(raw) if raw else {}
+            request = RecordedRequest("POST", self.path, dict(self.headers.items()), body)
+            if not self.path.startswith(MESSAGES_PATH):
+                state._record(request)
+                self._send(404, "application/json", b'{"type":"error"}')
+                return
+            turn, number = state._record(request)
+            if turn.stall:
+                # Hold the connection open until the test ends: the CLI waits for a reply.
+                state.released.wait()
+                return
+            model = str(body.get("model", MODEL))
+            payload = "".join(
+                f"event: {name}\ndata: {json.dumps(data)}\n\n"
+                for name, data in sse_events(turn, number, model)
+            )
+            self._send(200, "text/event-stream", payload.encode())
+
+        def do_GET(self) -> None:
+            state._record(RecordedRequest("GET", self.path, dict(self.headers.items()), {}))
+            self._send(404, "application/json", b'{"type":"error"}')
+
+        def _send(self, status: int, content_type: str, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("request-id", "req_fake")
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: the recorded requests are what tests look at."""
+
+    return Handler
+
+
+@contextmanager
+def fake_anthropic(script: Sequence[Turn]) -> Iterator[FakeAnthropic]:
+    """Serve the script on an ephemeral 127.0.0.1 port for the duration of the block."""
+    state = FakeAnthropic(script=list(script))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server.daemon_threads = True
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        state.released.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -1,40 +1,487 @@
 """Repository cache, per-run worktrees, and the one git runner."""
 
-# CONTRACT (implemented by the workspace helper):
-#
-# def run_git(args: Sequence[str], *, cwd: Path, timeout_s: float = 600,
-#             credentials: GitCredentials | None = None,
-#             env: Mapping[str, str] | None = None, check: bool = True) -> str
-#     Argument lists only, cwd always, captured output, GitError(args, code, stderr) on failure
-#     or timeout. Credentials are passed per command via GIT_CONFIG_COUNT/KEY/VALUE
-#     (http.extraHeader "Authorization: Basic ...") — never in .git/config, the URL or argv.
-#     Output is stripped of the trailing newline.
-#
-# @dataclass(frozen=True)
-# class GitCredentials:
-#     token: str
-#     username: str = "x-access-token"
-#
-# @dataclass(frozen=True)
-# class Worktree:
-#     path: Path
-#     branch: str           # "reqdrive/<slug>"
-#     base_ref: str         # e.g. "main"
-#     base_sha: str         # the base branch's commit this run starts from
-#     resumed: bool         # the remote already had the branch; worktree starts at its head
-#
-# class RepositoryCache:
-#     def __init__(self, cache_dir: Path) -> None
-#     def prepare(self, remote_url: str, *, branch: str, base_ref: str | None, run_id: str,
-#                 credentials: GitCredentials | None = None) -> Worktree
-#         bare mirror per remote (cache_dir/mirrors/<safe name>.git), created with a clone
-#         once and updated with an incremental fetch afterwards; a file lock per mirror; a
-#         worktree at cache_dir/worktrees/<run_id> on `branch`, from origin's branch when it
-#         exists, else from base_ref (None = remote HEAD). The worktree has user.name/email
-#         "reqdrive" set locally so commits work.
-#     def push(self, worktree: Worktree, *, credentials: GitCredentials | None = None,
-#              force_with_lease: bool = True) -> str     # returns pushed sha
-#     def remove(self, worktree: Worktree) -> None
-#
-# def head_sha(cwd: Path) -> str
-# def slugify(text: str, max_len: int = 60) -> str          # safe branch component
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from worker.exceptions import GitError, WorkspaceError
+
+log = logging.getLogger(__name__)
+
+BRANCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
+TAG_REFSPEC = "+refs/tags/*:refs/tags/*"
+COMMITTER_NAME = "reqdrive"
+COMMITTER_EMAIL = "reqdrive@users.noreply.github.com"
+DEFAULT_TIMEOUT_S = 600.0
+REDACTED = "[REDACTED]"
+
+# Git is given only what it needs from the worker's environment: the worker holds the App's
+# private key and the Redis URL, and any command git runs on a repository's behalf would see them.
+ENV_ALLOWLIST = frozenset(
+    {"PATH", "HOME", "LANG", "TMPDIR", "SSH_AUTH_SOCK", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+)
+ENV_ALLOWED_PREFIXES = ("GIT_", "LC_")
+PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy"})
+# Our own GIT_CONFIG_* pairs are appended to any the caller already set; never inherit these.
+CONFIG_ENV_RE = re.compile(r"^GIT_CONFIG_(COUNT|KEY_\d+|VALUE_\d+|PARAMETERS)$")
+
+# The mirror's config is reachable from every worktree (.git points into it), so an agent can
+# plant hooks or an fsmonitor there; reqdrive's own git commands never run repository code.
+PROTECTIVE_CONFIG = (("core.hooksPath", os.devnull), ("core.fsmonitor", "false"))
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SLUG_SEPARATOR_RE = re.compile(r"[^a-z0-9]+")
+MIRROR_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
+SYMREF_RE = re.compile(r"^ref: refs/heads/(\S+)\tHEAD$", re.MULTILINE)
+# Messages git prints when the local object store, not the network, is broken.
+CORRUPTION_RE = re.compile(
+    r"corrupt|bad object|missing (blob|tree|commit)|unable to read|not a git repository"
+    r"|did not send all necessary objects|fatal: bad (config|tree)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class GitCredentials:
+    """An installation token, given to git per command and never stored."""
+
+    token: str
+    username: str = "x-access-token"
+
+    def __repr__(self) -> str:  # dataclass repr would print the token into logs and tracebacks
+        return f"GitCredentials(username={self.username!r}, token={REDACTED!r})"
+
+    def basic_auth(self) -> str:
+        raw = f"{self.username}:{self.token}".encode()
+        return base64.b64encode(raw).decode("ascii")
+
+    def secrets(self) -> tuple[str, ...]:
+        return (self.token, self.basic_auth())
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """A run's checkout: its own folder on its own branch, sharing the mirror's objects."""
+
+    path: Path
+    branch: str
+    base_ref: str
+    base_sha: str
+    resumed: bool
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    credentials: GitCredentials | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> str:
+    """Run one git command and return its stdout without the trailing newline.
+
+    `env` adds variables to the allowlisted environment. On a non-zero exit (with `check`) or
+    a timeout, raises GitError carrying the command and stderr, with credentials redacted.
+    """
+    argv = ["git", *args]
+    secrets = credentials.secrets() if credentials else ()
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=_git_env(credentials, env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # Its own process group, so a timeout also stops git's helpers (remote-https, index-pack).
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        out, err = _kill(proc)
+        stderr = f"timed out after {timeout_s:g}s\n{_decode(err)}"
+        raise GitError(_scrub_all(args, secrets), None, _scrub(stderr, secrets)) from None
+    if check and proc.returncode != 0:
+        raise GitError(_scrub_all(args, secrets), proc.returncode, _scrub(_decode(err), secrets))
+    return out.decode("utf-8", errors="surrogateescape").rstrip("\n")
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    with suppress(ProcessLookupError):  # it may have exited right at the deadline
+        os.killpg(proc.pid, signal.SIGKILL)
+    return proc.communicate()
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _scrub(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _scrub_all(args: Sequence[str], secrets: Sequence[str]) -> list[str]:
+    return [_scrub(arg, secrets) for arg in args]
+
+
+def _git_env(credentials: GitCredentials | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if _inherited(k)}
+    env.update(extra or {})
+    # A missing or wrong credential must fail at once, not wait for someone to type a password.
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["LC_ALL"] = "C"  # stable English messages, which corruption detection reads
+    pairs = list(PROTECTIVE_CONFIG)
+    if credentials is not None:
+        # An empty value first clears any extraHeader the repository's config carries.
+        pairs += [("http.extraHeader", ""), ("http.extraHeader", _auth_header(credentials))]
+    return _with_config(env, pairs)
+
+
+def _inherited(name: str) -> bool:
+    if CONFIG_ENV_RE.match(name):
+        return False
+    return (
+        name in ENV_ALLOWLIST
+        or name.lower() in PROXY_VARIABLES
+        or name.startswith(ENV_ALLOWED_PREFIXES)
+    )
+
+
+def _auth_header(credentials: GitCredentials) -> str:
+    return f"Authorization: Basic {credentials.basic_auth()}"
+
+
+def _with_config(env: dict[str, str], pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Add config through GIT_CONFIG_COUNT/KEY/VALUE: per process, never on disk or in argv."""
+    start = int(env.get("GIT_CONFIG_COUNT", "0") or "0")
+    for offset, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{start + offset}"] = key
+        env[f"GIT_CONFIG_VALUE_{start + offset}"] = value
+    env["GIT_CONFIG_COUNT"] = str(start + len(pairs))
+    return env
+
+
+def head_sha(cwd: Path) -> str:
+    """The commit checked out in `cwd`."""
+    return run_git(["rev-parse", "--verify", "HEAD^{commit}"], cwd=cwd)
+
+
+def slugify(text: str, max_len: int = 60) -> str:
+    """A branch name component from user text: [a-z0-9-], never empty, never starting with '-'.
+
+    Text with no ASCII letters or digits (e.g. only CJK) gets a short hash, so two such titles
+    do not land on the same branch.
+    """
+    if max_len < 1:
+        raise ValueError("max_len must be at least 1")
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = SLUG_SEPARATOR_RE.sub("-", ascii_text.lower()).strip("-")
+    slug = slug[:max_len].rstrip("-")
+    if not slug:
+        digest = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+        slug = f"req-{digest[:8]}"[:max_len].rstrip("-")
+    return slug
+
+
+def mirror_name(remote_url: str) -> str:
+    """A readable, collision-free folder name for a remote's mirror."""
+    parts = urlsplit(remote_url)
+    readable = f"{parts.hostname or ''}{parts.path}" if parts.scheme else remote_url
+    readable = MIRROR_NAME_RE.sub("_", readable.removesuffix(".git")).strip("._-")[-60:]
+    digest = hashlib.sha256(remote_url.encode()).hexdigest()[:12]
+    return f"{readable or 'repo'}-{digest}.git"
+
+
+@contextmanager
+def mirror_lock(mirror: Path) -> Iterator[None]:
+    """Serialize fetches, worktree changes and pushes on one mirror, across processes.
+
+    flock locks belong to the open file, so threads of one process exclude each other too.
+    The lock file sits beside the mirror, so re-creating a corrupt mirror keeps it.
+    """
+    lock_path = mirror.with_name(mirror.name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class RepositoryCache:
+    """Bare mirrors under cache_dir/mirrors, one worktree per run under cache_dir/worktrees."""
+
+    def __init__(self, cache_dir: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.cache_dir = cache_dir.resolve()
+        self.mirrors_dir = self.cache_dir / "mirrors"
+        self.worktrees_dir = self.cache_dir / "worktrees"
+        self.timeout_s = timeout_s
+
+    def mirror_path(self, remote_url: str) -> Path:
+        return self.mirrors_dir / mirror_name(remote_url)
+
+    def prepare(
+        self,
+        remote_url: str,
+        *,
+        branch: str,
+        base_ref: str | None,
+        run_id: str,
+        credentials: GitCredentials | None = None,
+    ) -> Worktree:
+        """Fetch the mirror (creating it once) and give the run its worktree on `branch`."""
+        _check_remote_url(remote_url)
+        _check_run_id(run_id)
+        self._check_branch(branch)
+        mirror = self.mirror_path(remote_url)
+        self.worktrees_dir.mkdir(parents=True, exist_ok=True)
+        with mirror_lock(mirror):
+            self._update_mirror(mirror, remote_url, credentials)
+            base_name, base_sha = self._resolve_base(mirror, remote_url, base_ref, credentials)
+            remote_head = self._remote_branch_sha(mirror, branch)
+            path = self.worktrees_dir / run_id
+            start = remote_head or base_sha
+            self._checkout(mirror, path, branch, start)
+        log.info(
+            "worktree ready",
+            extra={"run_id": run_id, "branch": branch, "resumed": remote_head is not None},
+        )
+        return Worktree(path, branch, base_name, base_sha, resumed=remote_head is not None)
+
+    def push(
+        self,
+        worktree: Worktree,
+        *,
+        credentials: GitCredentials | None = None,
+        force_with_lease: bool = True,
+    ) -> str:
+        """Push the worktree's HEAD to its branch; the lease is the remote head we last saw."""
+        mirror = self._mirror_of(worktree.path)
+        remote_url = self._verified_remote_url(mirror)
+        sha = head_sha(worktree.path)
+        ref = f"refs/heads/{worktree.branch}"
+        with mirror_lock(mirror):
+            args = ["push", "--porcelain", "--no-verify"]
+            if force_with_lease:
+                known = self._remote_branch_sha(mirror, worktree.branch) or ""
+                # An empty expectation means "the branch must not exist yet" to git.
+                args.append(f"--force-with-lease={ref}:{known}")
+            args += ["--", remote_url, f"{sha}:{ref}"]
+            self._git(args, mirror, credentials)
+            # Pushing to a URL (not a remote name) leaves the tracking ref alone; the next
+            # lease must expect what we just pushed.
+            self._git(["update-ref", f"refs/remotes/origin/{worktree.branch}", sha], mirror)
+        return sha
+
+    def remove(self, worktree: Worktree) -> None:
+        """Delete the run's worktree and its local branch; the pushed branch is the record."""
+        mirror = self._mirror_of(worktree.path)
+        with mirror_lock(mirror):
+            self._drop_worktree(mirror, worktree.path)
+            self._git(["branch", "-D", "--", worktree.branch], mirror, check=False)
+
+    # mirror -----------------------------------------------------------------------------
+
+    def _update_mirror(
+        self, mirror: Path, remote_url: str, credentials: GitCredentials | None
+    ) -> None:
+        problem = self._mirror_problem(mirror, remote_url)
+        if problem == "missing":
+            self._create_mirror(mirror, remote_url)
+        elif problem:
+            self._recreate_mirror(mirror, remote_url, problem)
+        try:
+            self._fetch(mirror, remote_url, credentials)
+        except GitError as error:
+            if not CORRUPTION_RE.search(error.stderr):
+                raise
+            self._recreate_mirror(mirror, remote_url, error.stderr.strip()[-300:])
+            self._fetch(mirror, remote_url, credentials)
+
+    def _mirror_problem(self, mirror: Path, remote_url: str) -> str:
+        """Empty when the mirror is usable; otherwise why not ("missing" when absent)."""
+        if not mirror.exists():
+            return "missing"
+        try:
+            # --git-dir: without it git would look upwards and judge an enclosing repository.
+            is_bare = self._git(
+                [f"--git-dir={mirror}", "rev-parse", "--is-bare-repository"], mirror
+            )
+            url = self._git(["config", "--get", "remote.origin.url"], mirror, check=False)
+        except GitError as error:
+            return error.stderr.strip()[-300:] or "not a git repository"
+        if is_bare != "true":
+            return "not a bare repository"
+        if url != remote_url:
+            return "its origin URL does not match"
+        return ""
+
+    def _create_mirror(self, mirror: Path, remote_url: str) -> None:
+        # init + fetch with explicit refspecs instead of `clone --mirror`: a mirror refspec
+        # (refs/*:refs/*) with --prune would delete the runs' local branches, and fetch refuses
+        # to update a branch some worktree has checked out.
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        self._git(["init", "--bare", "--quiet", str(mirror)], mirror.parent)
+        for key, value in (
+            ("remote.origin.url", remote_url),
+            ("remote.origin.fetch", BRANCH_REFSPEC),
+            ("user.name", COMMITTER_NAME),
+            ("user.email", COMMITTER_EMAIL),
+        ):
+            self._git(["config", key, value], mirror)
+
+    def _recreate_mirror(self, mirror: Path, remote_url: str, reason: str) -> None:
+        log.warning("mirror corrupt, re-creating", extra={"mirror": str(mirror), "reason": reason})
+        shutil.rmtree(mirror, ignore_errors=True)
+        if mirror.exists():
+            raise WorkspaceError(
+                f"the repository cache {mirror} is corrupt ({reason}) and could not be removed"
+            )
+        self._create_mirror(mirror, remote_url)
+
+    def _fetch(self, mirror: Path, remote_url: str, credentials: GitCredentials | None) -> None:
+        # The URL and refspecs are given explicitly so a changed mirror config cannot redirect
+        # the fetch (or the token) elsewhere.
+        args = ["fetch", "--prune", "--quiet", "--", remote_url, BRANCH_REFSPEC, TAG_REFSPEC]
+        self._git(args, mirror, credentials)
+
+    def _resolve_base(
+        self,
+        mirror: Path,
+        remote_url: str,
+        base_ref: str | None,
+        credentials: GitCredentials | None,
+    ) -> tuple[str, str]:
+        name = base_ref or self._default_branch(mirror, remote_url, credentials)
+        name = name.removeprefix("refs/heads/")
+        for candidate in (f"refs/remotes/origin/{name}", f"refs/tags/{name}", name):
+            sha = self._git(
+                ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"],
+                mirror,
+                check=False,
+            )
+            if sha:
+                return name, sha
+        raise WorkspaceError(f"base ref {name!r} does not exist on {remote_url}")
+
+    def _default_branch(
+        self, mirror: Path, remote_url: str, credentials: GitCredentials | None
+    ) -> str:
+        # fetch does not record the remote's HEAD (before git 2.48), so ask for it; the default
+        # branch can be renamed, so it is not cached.
+        out = self._git(["ls-remote", "--symref", "--", remote_url, "HEAD"], mirror, credentials)
+        match = SYMREF_RE.search(out)
+        if match is None:
+            raise WorkspaceError(f"{remote_url} has no default branch (is it empty?)")
+        return match.group(1)
+
+    def _remote_branch_sha(self, mirror: Path, branch: str) -> str | None:
+        ref = f"refs/remotes/origin/{branch}"
+        sha = self._git(["rev-parse", "--verify", "--quiet", ref], mirror, check=False)
+        return sha or None
+
+    # worktrees --------------------------------------------------------------------------
+
+    def _checkout(self, mirror: Path, path: Path, branch: str, start: str) -> None:
+        """Reuse the run's worktree when it is intact and on `branch`, else build it afresh.
+
+        A run resumed after a killed worker keeps its local commits (its checkpoint may name a
+        commit that was not pushed yet); whatever the interrupted step left uncommitted is
+        discarded, so the resumed step starts from a clean tree. Ignored files (dependency
+        caches) are kept.
+        """
+        if path.exists() and self._is_worktree_on(mirror, path, branch):
+            self._git(["reset", "--hard", "--quiet"], path)
+            self._git(["clean", "-ffd", "--quiet"], path)
+            return
+        self._drop_worktree(mirror, path)
+        self._check_branch_free(mirror, branch)
+        self._git(["worktree", "add", "--quiet", "-B", branch, str(path), start], mirror)
+
+    def _is_worktree_on(self, mirror: Path, path: Path, branch: str) -> bool:
+        try:
+            common = self._git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
+            current = self._git(["symbolic-ref", "--quiet", "HEAD"], path)
+        except GitError:
+            return False
+        return Path(common).resolve() == mirror.resolve() and current == f"refs/heads/{branch}"
+
+    def _drop_worktree(self, mirror: Path, path: Path) -> None:
+        if path.exists():
+            self._git(["worktree", "remove", "--force", "--force", str(path)], mirror, check=False)
+            shutil.rmtree(path, ignore_errors=True)  # not a registered worktree, or half-made
+        self._git(["worktree", "prune"], mirror)
+
+    def _check_branch_free(self, mirror: Path, branch: str) -> None:
+        listing = self._git(["worktree", "list", "--porcelain"], mirror)
+        for block in listing.split("\n\n"):
+            if f"branch refs/heads/{branch}" in block.splitlines():
+                where = block.splitlines()[0].removeprefix("worktree ")
+                raise WorkspaceError(f"branch {branch} is already checked out at {where}")
+
+    # helpers ----------------------------------------------------------------------------
+
+    def _git(
+        self,
+        args: Sequence[str],
+        cwd: Path,
+        credentials: GitCredentials | None = None,
+        *,
+        check: bool = True,
+    ) -> str:
+        return run_git(
+            args, cwd=cwd, timeout_s=self.timeout_s, credentials=credentials, check=check
+        )
+
+    def _check_branch(self, branch: str) -> None:
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        ok = run_git(["check-ref-format", "--branch", branch], cwd=self.cache_dir, check=False)
+        if ok != branch or branch.startswith("-"):
+            raise WorkspaceError(f"{branch!r} is not a valid branch name")
+
+    def _mirror_of(self, path: Path) -> Path:
+        """The mirror a worktree belongs to, refusing one outside this cache."""
+        common = run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=path)
+        mirror = Path(common).resolve()
+        if mirror.parent != self.mirrors_dir.resolve():
+            raise WorkspaceError(f"{path} is not a worktree of this repository cache")
+        return mirror
+
+    def _verified_remote_url(self, mirror: Path) -> str:
+        # The mirror's config is writable from the worktree; its name is the URL's hash, so a
+        # changed URL (one that would receive the token) is caught here.
+        url = self._git(["config", "--get", "remote.origin.url"], mirror, check=False)
+        if not url or mirror_name(url) != mirror.name:
+            raise WorkspaceError(f"the origin URL of {mirror} was changed; refusing to push")
+        return url
+
+
+def _check_remote_url(remote_url: str) -> None:
+    if not remote_url or remote_url.startswith("-"):
+        raise WorkspaceError(f"{remote_url!r} is not a repository URL")
+    parts = urlsplit(remote_url)
+    if parts.scheme and (parts.username or parts.password):
+        raise WorkspaceError("credentials must not be part of the remote URL")
+
+
+def _check_run_id(run_id: str) -> None:
+    if not RUN_ID_RE.match(run_id) or ".." in run_id:
+        raise WorkspaceError(f"{run_id!r} is not a valid run id")

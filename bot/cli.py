@@ -1,0 +1,142 @@
+"""The `reqdrive` command: up, serve, worker, replay and run."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from bot.exceptions import ConfigurationError
+from bot.settings import Settings, load_settings
+
+# The production web server, run as `python -m <first item>` by `reqdrive serve` (the Procfile's
+# web process) and by `reqdrive up`; switching servers is a change to this one line. gunicorn's
+# control socket is off because every instance would otherwise claim ~/.gunicorn/gunicorn.ctl.
+WEB_SERVER = ("gunicorn", "--no-control-socket", "--bind", "{host}:{port}", "bot.app:create_app()")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 3000
+# Where `reqdrive worker` looks when REDIS_URL is unset: the usual local server.
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run one subcommand; return the process exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["run"]:
+        # Every option after `run` belongs to the engine's own parser, --help included.
+        return run_engine(args_list[1:])
+    args = build_parser().parse_args(args_list)
+    try:
+        code: int = args.handler(args)
+    except ConfigurationError as exc:
+        print(f"reqdrive: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reqdrive",
+        description="A self-hosted GitHub App that turns requirements into pull requests.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = commands.add_parser("up", help="run the local stack: Redis if needed, web, one worker")
+    _add_bind_options(up)
+    up.set_defaults(handler=_up)
+
+    serve = commands.add_parser("serve", help="run the production web server (Procfile web)")
+    _add_bind_options(serve)
+    serve.set_defaults(handler=_serve)
+
+    worker = commands.add_parser("worker", help="run one RQ worker with scheduler on the queue")
+    worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    worker.set_defaults(handler=_worker)
+
+    replay = commands.add_parser("replay", help="sign a stored payload and post it to a server")
+    replay.add_argument("event", help="the X-GitHub-Event name, e.g. issues or ping")
+    replay.add_argument("payload", help="a JSON file; its exact bytes are signed and sent")
+    replay.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}/webhook")
+    replay.add_argument("--delivery-id", help="X-GitHub-Delivery (default: a random UUID)")
+    replay.set_defaults(handler=_replay)
+
+    # Listed for --help only: main() hands `run` to worker.cli before argparse sees it.
+    commands.add_parser("run", help="run a requirement locally, without GitHub", add_help=False)
+    return parser
+
+
+def _add_bind_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"default {DEFAULT_HOST}")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+
+
+def web_server_argv(host: str, port: int) -> list[str]:
+    """The web server's command line, run by this interpreter so the venv is always used."""
+    module, *args = WEB_SERVER
+    return [sys.executable, "-m", module, *(a.format(host=host, port=port) for a in args)]
+
+
+def redis_url(settings: Settings) -> str:
+    return settings.redis_url or DEFAULT_REDIS_URL
+
+
+def _up(args: argparse.Namespace) -> int:
+    from bot.stack import run_stack  # the stack pulls in process handling only `up` needs
+
+    return run_stack(host=args.host, port=args.port)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    # Checked here so a missing secret is one clear line, not the server's import traceback.
+    load_settings()
+    argv = web_server_argv(args.host, args.port)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # exec: the server becomes this process, so signals from a supervisor reach it directly.
+    os.execv(argv[0], argv)  # noqa: S606 - an argument list, no shell involved
+
+
+def _worker(args: argparse.Namespace) -> int:
+    import redis
+    from rq import Worker
+    from rq.serializers import JSONSerializer
+
+    settings = load_settings()
+    connection = redis.Redis.from_url(redis_url(settings))
+    # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.
+    worker = Worker([settings.reqdrive_queue], connection=connection, serializer=JSONSerializer)
+    worker.work(burst=args.burst, with_scheduler=True, logging_level="INFO")
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from bot.replay import replay_file
+
+    return replay_file(args.event, args.payload, url=args.url, delivery_id=args.delivery_id)
+
+
+def run_engine(argv: list[str]) -> int:
+    """Hand `reqdrive run ...` to the engine's own command line in worker/cli.py."""
+    try:
+        engine = importlib.import_module("worker.cli")
+    except ModuleNotFoundError as exc:
+        if exc.name != "worker.cli":
+            raise
+        print(
+            "reqdrive run: the local engine (worker/cli.py) is not part of this install yet",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        result = engine.main(argv)
+    except ConfigurationError as exc:
+        print(f"reqdrive: {exc}", file=sys.stderr)
+        return 2
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

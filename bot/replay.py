@@ -1,0 +1,75 @@
+"""Sign a stored webhook payload as GitHub does and post it to a running server."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from dotenv import load_dotenv
+
+from bot.exceptions import ConfigurationError
+
+SECRET_VARIABLE = "GITHUB_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
+TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: str
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The X-Hub-Signature-256 value GitHub sends for `body`."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def post_delivery(url: str, event: str, body: bytes, secret: str, delivery_id: str) -> Answer:
+    """POST one signed delivery; any HTTP status is an answer, not an error."""
+    request = urllib.request.Request(  # noqa: S310 - the URL is the developer's own server
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "reqdrive-replay",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery_id,
+            "X-Hub-Signature-256": signature(secret, body),
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
+            return Answer(response.status, response.read().decode(errors="replace"))
+    except urllib.error.HTTPError as exc:
+        return Answer(exc.code, exc.read().decode(errors="replace"))
+
+
+def replay_file(event: str, payload: str, *, url: str, delivery_id: str | None) -> int:
+    """The `reqdrive replay` command: print the server's answer; 0 on 2xx, else 1."""
+    load_dotenv(Path.cwd() / ".env", override=False)  # the same .env `reqdrive up` reads
+    secret = os.environ.get(SECRET_VARIABLE, "")
+    if not secret:
+        raise ConfigurationError(f"set {SECRET_VARIABLE}: the secret the server verifies with")
+    try:
+        body = Path(payload).read_bytes()
+    except OSError as exc:
+        print(f"reqdrive replay: cannot read {payload}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        answer = post_delivery(url, event, body, secret, delivery_id or str(uuid.uuid4()))
+    except (urllib.error.URLError, OSError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        print(f"reqdrive replay: cannot reach {url}: {reason}", file=sys.stderr)
+        return 1
+    print(answer.status)
+    if answer.body:
+        print(answer.body)
+    return 0 if 200 <= answer.status < 300 else 1

@@ -1,0 +1,185 @@
+"""`reqdrive up`: Redis when none is configured, the web server and one worker, stopped together."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from dotenv import load_dotenv
+
+from bot.embedded_redis import EmbeddedRedis, redis_answers
+from bot.exceptions import ConfigurationError
+from bot.settings import load_settings
+
+POLL_S = 0.2
+# A running job gets this long to finish after Ctrl-C; then RQ's cold shutdown kills it and the
+# job is retried later (RQ Retry), so waiting longer only delays the developer.
+WORKER_WARM_S = 20.0
+STOP_S = 10.0
+LOG_TAIL_LINES = 10
+
+
+@dataclass
+class Child:
+    """One supervised process, leader of its own process group."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+def run_stack(host: str, port: int) -> int:
+    """Start everything, wait for Ctrl-C/SIGTERM or a death, stop everything; the exit code."""
+    load_dotenv(Path.cwd() / ".env", override=False)  # real environment variables win
+    settings = load_settings()
+    work_dir = settings.reqdrive_work_dir
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    embedded: EmbeddedRedis | None = None
+    children: list[Child] = []
+    with _stop_requested() as stop:
+        try:
+            if settings.redis_url:
+                if not redis_answers(settings.redis_url):
+                    # The URL may hold a password, so it is named, not printed.
+                    raise ConfigurationError("the Redis at REDIS_URL does not answer")
+            else:
+                # Absolute: redis-server changes into its --dir before opening its log file.
+                embedded = EmbeddedRedis(work_dir.resolve() / "redis", append_only=True)
+                env["REDIS_URL"] = embedded.start()
+            logs = work_dir / "logs"
+            serve = ["serve", "--host", host, "--port", str(port)]
+            children.append(_start("web", serve, env, logs))
+            children.append(_start("worker", ["worker"], env, logs))
+            _announce(host, port, embedded, children)
+            return _supervise(children, embedded, stop, _health_url(host, port))
+        finally:
+            _stop_all(children, embedded)
+
+
+@contextmanager
+def _stop_requested() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM, instead of KeyboardInterrupt mid-startup."""
+    stop = threading.Event()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda _signum, _frame: stop.set())
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _start(name: str, command: list[str], env: dict[str, str], logs: Path) -> Child:
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{name}.log"
+    with log.open("ab") as out:
+        # A process group of its own: the terminal's Ctrl-C reaches only `up`, which then
+        # stops the children in order (web first, the worker warm) instead of all at once.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", *command],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            process_group=0,
+        )
+    return Child(name, process, log)
+
+
+def _announce(host: str, port: int, embedded: EmbeddedRedis | None, children: list[Child]) -> None:
+    for redis_child in _redis_child(embedded):
+        print(f"  redis   pid {redis_child.process.pid}  log {redis_child.log}", flush=True)
+    if embedded is None:
+        print("  redis   REDIS_URL (not started here)", flush=True)
+    for child in children:
+        print(f"  {child.name:<7} pid {child.process.pid}  log {child.log}", flush=True)
+    print(f"Webhook URL: http://{host}:{port}/webhook   (Ctrl-C stops everything)", flush=True)
+
+
+def _supervise(
+    children: list[Child], embedded: EmbeddedRedis | None, stop: threading.Event, health: str
+) -> int:
+    ready = False
+    while not stop.wait(POLL_S):
+        dead = [child for child in [*children, *_redis_child(embedded)] if not child.alive()]
+        if dead:
+            _report_death(dead[0])
+            return 1
+        if not ready and _answers_ok(health):
+            ready = True
+            print("reqdrive is up: the web server answers /healthz", flush=True)
+    print("reqdrive up: stopping", flush=True)
+    return 0
+
+
+def _redis_child(embedded: EmbeddedRedis | None) -> list[Child]:
+    if embedded is None or embedded.process is None:
+        return []
+    return [Child("redis", embedded.process, embedded.directory / "redis.log")]
+
+
+def _report_death(child: Child) -> None:
+    print(
+        f"reqdrive up: {child.name} exited unexpectedly with code {child.process.returncode}; "
+        f"stopping the rest. Last lines of {child.log}:",
+        file=sys.stderr,
+    )
+    try:
+        lines = child.log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+    except OSError:
+        lines = []
+    for line in lines:
+        print(f"  {line}", file=sys.stderr)
+
+
+def _stop_all(children: list[Child], embedded: EmbeddedRedis | None) -> None:
+    # Web and worker get their polite signal together; Redis goes last, after the worker
+    # has written its job state.
+    for child in children:
+        if child.alive():
+            child.process.send_signal(signal.SIGTERM)  # gunicorn: graceful; RQ: warm shutdown
+    for child in children:
+        _wait_or_escalate(child)
+    if embedded is not None:
+        embedded.stop()
+
+
+def _wait_or_escalate(child: Child) -> None:
+    grace = WORKER_WARM_S if child.name == "worker" else STOP_S
+    try:
+        child.process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        # A second SIGTERM is RQ's cold shutdown (it kills the job's work horse itself).
+        child.process.send_signal(signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            child.process.wait(timeout=STOP_S)
+    # Whatever the leader left behind in its group (server workers, the job, the scheduler).
+    with suppress(ProcessLookupError):
+        os.killpg(child.process.pid, signal.SIGKILL)
+    child.process.wait()
+
+
+def _health_url(host: str, port: int) -> str:
+    reachable = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104 - compared only
+    return f"http://{reachable}:{port}/healthz"
+
+
+def _answers_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=0.5) as response:  # noqa: S310 - our own server
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False

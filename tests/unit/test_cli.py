@@ -1,0 +1,104 @@
+"""The reqdrive command line: dispatch, refusals without a secret, the manifest and Procfile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot import cli
+from bot.replay import signature
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env_without_secret() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("GITHUB_WEBHOOK_SECRET", None)
+    return env
+
+
+@pytest.mark.parametrize("command", ["serve", "worker", "up"])
+def test_refuses_to_start_without_the_webhook_secret(command: str, tmp_path: Path) -> None:
+    # A real process: what a user sees is stderr and the exit code, not an exception.
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.cli", command],
+        cwd=tmp_path,
+        env=_env_without_secret(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "GITHUB_WEBHOOK_SECRET" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / ".reqdrive").exists()  # nothing was started
+
+
+def test_run_hands_every_argument_to_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    engine = types.ModuleType("worker.cli")
+    engine.main = lambda argv: seen.append(argv) or 3  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "worker.cli", engine)
+    assert cli.main(["run", "docs/requirements/REQ-001-x.md", "--help"]) == 3
+    assert seen == [["docs/requirements/REQ-001-x.md", "--help"]]
+
+
+def test_run_without_the_engine_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # None in sys.modules makes the import fail exactly as a missing worker/cli.py would.
+    monkeypatch.setitem(sys.modules, "worker.cli", None)
+    assert cli.main(["run", "REQ-001.md"]) == 2
+    assert "worker/cli.py" in capsys.readouterr().err
+
+
+def test_web_server_runs_in_this_interpreter_on_the_given_address() -> None:
+    argv = cli.web_server_argv("192.0.2.7", 8123)
+    assert argv[:3] == [sys.executable, "-m", cli.WEB_SERVER[0]]
+    assert any("8123" in arg for arg in argv)
+    assert any("192.0.2.7" in arg for arg in argv)
+    assert any("bot.app:create_app" in arg for arg in argv)
+
+
+def test_replay_defaults_to_the_local_stack() -> None:
+    args = cli.build_parser().parse_args(["replay", "ping", "ping.json"])
+    assert args.url == "http://127.0.0.1:3000/webhook"
+    assert args.delivery_id is None
+
+
+def test_signature_matches_githubs_documented_example() -> None:
+    # The test vector from GitHub's "Validating webhook deliveries" page.
+    assert signature("It's a Secret to Everybody", b"Hello, World!") == (
+        "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    )
+
+
+def test_manifest_subscribes_to_the_events_and_least_permissions() -> None:
+    manifest = yaml.safe_load((ROOT / "app.yml").read_text())
+    assert set(manifest["default_events"]) == {"issues", "issue_comment", "push", "pull_request"}
+    assert manifest["default_permissions"] == {
+        "contents": "write",
+        "issues": "write",
+        "pull_requests": "write",
+        "checks": "write",
+        "metadata": "read",
+    }
+    assert manifest["hook_attributes"]["url"].endswith("/webhook")
+    assert manifest["public"] is False
+
+
+def test_procfile_runs_the_web_server_and_a_worker() -> None:
+    processes = dict(
+        line.split(":", 1)
+        for line in (ROOT / "Procfile").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert processes["web"].split()[:2] == ["reqdrive", "serve"]
+    assert processes["worker"].split() == ["reqdrive", "worker"]

@@ -1,0 +1,92 @@
+"""The web process: create_app(settings) with POST /webhook and GET /healthz."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import redis
+from flask import Flask, Response, request
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from bot.enqueue import Enqueuer
+from bot.intake import (
+    TOO_LARGE,
+    Answer,
+    DeliveryHeaders,
+    HeaderTriage,
+    Intake,
+    answer_from_headers,
+    encode,
+    read_body,
+)
+from bot.settings import Settings, load_settings
+from bot.triggers import TriggerContext
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# A dead Redis must turn into a 503 in about a second, not hang a worker thread.
+REDIS_CONNECT_TIMEOUT_S = 1.0
+REDIS_SOCKET_TIMEOUT_S = 2.0
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """The Flask app; with no settings they are read from the environment (gunicorn factory)."""
+    settings = settings if settings is not None else load_settings()
+    connection = redis_connection(settings.redis_url or DEFAULT_REDIS_URL)
+    timeout_s = math.ceil(settings.reqdrive_job_timeout_hours * 3600)
+    intake = Intake(
+        settings.github_webhook_secret.get_secret_value(),
+        Enqueuer(connection, settings.reqdrive_queue, timeout_s),
+        TriggerContext(settings.reqdrive_trigger_label, settings.reqdrive_app_slug),
+    )
+    app = Flask(__name__)
+    app.add_url_rule("/webhook", "webhook", _webhook_view(intake), methods=["POST"])
+    app.add_url_rule("/healthz", "healthz", _healthz_view(connection), methods=["GET"])
+    app.wsgi_app = HeaderTriage(app.wsgi_app)  # type: ignore[method-assign]
+    return app
+
+
+def redis_connection(url: str) -> redis.Redis:
+    """One client (and pool) per process; redis-py makes a fresh pool after a fork."""
+    # One immediate retry covers a pooled connection Redis closed; more would only delay a 503.
+    return redis.Redis.from_url(
+        url,
+        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
+        socket_timeout=REDIS_SOCKET_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 1),
+    )
+
+
+def _webhook_view(intake: Intake) -> Callable[[], Response]:
+    def webhook() -> Response:
+        early = answer_from_headers(request.headers.get("X-GitHub-Event"), request.content_length)
+        if early is not None:
+            return _response(early)
+        body = read_body(request.stream)
+        if body is None:
+            return _response(TOO_LARGE)
+        headers = request.headers
+        delivery = DeliveryHeaders(
+            headers.get("X-GitHub-Event"),
+            headers.get("X-GitHub-Delivery"),
+            headers.get("X-Hub-Signature-256"),
+        )
+        return _response(intake.receive(delivery, body))
+
+    return webhook
+
+
+def _healthz_view(connection: redis.Redis) -> Callable[[], Response]:
+    def healthz() -> Response:
+        try:
+            connection.ping()
+        except redis.RedisError:
+            return _response(Answer(503, {"redis": "unreachable"}))
+        return _response(Answer(200, {"redis": "ok"}))
+
+    return healthz
+
+
+def _response(answer: Answer) -> Response:
+    return Response(encode(answer), answer.status, mimetype="application/json")

@@ -1,0 +1,176 @@
+"""Answer one webhook delivery: size, signature, headers, JSON, triggers, then enqueue."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING
+
+from gidgethub import ValidationFailure
+from gidgethub.sansio import validate_event
+from pydantic import ValidationError
+
+from bot.enqueue import Accepted, Enqueuer
+from bot.events import Event, Payload
+from bot.exceptions import QueueUnavailable
+from bot.triggers import TriggerContext, triggers_for
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB and drops larger ones
+READ_CHUNK_BYTES = 64 * 1024
+# Events with a trigger rule, or subscribed for one soon (pull_request, installation), or ping.
+ACTED_EVENTS = frozenset(
+    {"issues", "issue_comment", "push", "pull_request", "installation", "ping"}
+)
+SIGNATURE_PREFIX = "sha256="
+# GitHub sends a GUID; anything else is refused before it becomes part of a Redis key.
+DELIVERY_ID_RE = re.compile(r"\A[A-Za-z0-9._-]{1,100}\Z")
+WEBHOOK_PATH = "/webhook"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The HTTP status and JSON body a delivery gets."""
+
+    status: int
+    body: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeliveryHeaders:
+    """The three headers a delivery is judged by; None when absent."""
+
+    event: str | None
+    delivery_id: str | None
+    signature: str | None  # X-Hub-Signature-256
+
+
+TOO_LARGE = Answer(413, {"error": "body over 25 MiB"})
+IGNORED = Answer(204)
+
+
+def answer_from_headers(event_name: str | None, content_length: int | None) -> Answer | None:
+    """The answer a delivery gets before its body is read, or None if the body decides.
+
+    Events reqdrive never acts on are answered 204 without reading the body, verifying the
+    signature or touching Redis. That is safe because nothing at all is done for them: a
+    forged one costs us nothing and gains its sender nothing.
+    """
+    if content_length is not None and content_length > MAX_BODY_BYTES:
+        return TOO_LARGE
+    if event_name is not None and event_name not in ACTED_EVENTS:
+        return IGNORED
+    return None
+
+
+def read_body(stream: IO[bytes]) -> bytes | None:
+    """The whole body, or None once it passes the limit (chunked bodies have no length)."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(READ_CHUNK_BYTES):
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class Intake:
+    """Verifies, parses and decides; enqueues through the Enqueuer. No GitHub API, no git."""
+
+    def __init__(self, secret: str, enqueuer: Enqueuer, ctx: TriggerContext) -> None:
+        self._secret = secret
+        self._enqueuer = enqueuer
+        self._ctx = ctx
+
+    def receive(self, headers: DeliveryHeaders, body: bytes) -> Answer:
+        """Answer one delivery whose headers passed answer_from_headers."""
+        if not self._signed(body, headers.signature):
+            return Answer(401, {"error": "X-Hub-Signature-256 missing or wrong"})
+        event = _parse(headers, body)
+        if event is None:
+            return Answer(
+                400, {"error": "event/delivery headers missing or body not a JSON object"}
+            )
+        if event.name == "ping":
+            return Answer(200, {"ping": "ok"})
+        triggers = triggers_for(event, self._ctx)
+        if not triggers:
+            return IGNORED
+        try:
+            accepted = self._enqueuer.accept(event.delivery_id, triggers)
+        except QueueUnavailable as exc:
+            log.warning("queue unavailable", extra={"delivery_id": event.delivery_id,
+                                                    "error": str(exc)})  # fmt: skip
+            return Answer(503, {"error": "queue unavailable; redeliver later"})
+        return _accepted_answer(event, accepted)
+
+    def _signed(self, body: bytes, signature: str | None) -> bool:
+        # gidgethub also accepts the SHA-1 "sha1=" form; GitHub's SHA-256 header is required.
+        if not signature or not signature.startswith(SIGNATURE_PREFIX):
+            return False
+        try:
+            validate_event(body, signature=signature, secret=self._secret)  # compare_digest
+        except ValidationFailure:
+            return False
+        return True
+
+
+def _parse(headers: DeliveryHeaders, body: bytes) -> Event | None:
+    # gidgethub's Event.from_http is bypassed for speed: it decodes and json.loads the whole
+    # body into dicts; pydantic parses the bytes once, keeping only the fields triggers read.
+    name, delivery_id = headers.event, headers.delivery_id
+    if not name or not delivery_id or not DELIVERY_ID_RE.match(delivery_id):
+        return None
+    try:
+        payload = Payload.model_validate_json(body)
+    except ValidationError:
+        return None  # not JSON, not an object, or a field GitHub always sends has a wrong type
+    return Event(name=name, delivery_id=delivery_id, payload=payload)
+
+
+def _accepted_answer(event: Event, accepted: Accepted) -> Answer:
+    jobs = [{"id": j.id, "kind": j.kind, "coalesced": j.coalesced} for j in accepted.jobs]
+    job_ids = [j.id for j in accepted.jobs]
+    if accepted.duplicate:
+        log.info("duplicate delivery", extra={"delivery_id": event.delivery_id})
+        return Answer(200, {"duplicate": True, "job_ids": job_ids, "jobs": jobs})
+    log.info("delivery queued", extra={"delivery_id": event.delivery_id, "event": event.name,
+                                       "job_ids": job_ids})  # fmt: skip
+    return Answer(202, {"job_ids": job_ids, "jobs": jobs})
+
+
+class HeaderTriage:
+    """WSGI middleware answering what headers alone decide, before Flask builds a request."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self._app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == WEBHOOK_PATH and environ.get("REQUEST_METHOD") == "POST":
+            answer = answer_from_headers(
+                environ.get("HTTP_X_GITHUB_EVENT"), _content_length(environ)
+            )
+            if answer is IGNORED:
+                start_response("204 No Content", [])
+                return []
+        return self._app(environ, start_response)
+
+
+def _content_length(environ: WSGIEnvironment) -> int | None:
+    try:
+        return int(environ.get("CONTENT_LENGTH") or "")
+    except ValueError:
+        return None
+
+
+def encode(answer: Answer) -> bytes:
+    """The JSON body of an answer (empty for 204)."""
+    return json.dumps(answer.body).encode() if answer.status != 204 else b""

@@ -1,0 +1,122 @@
+"""Decide which jobs a delivery asks for: pure functions from Event to RunRequests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.commands import parse_command
+from bot.events import Event
+from worker.requests import JobKind, RunRequest
+
+# Intake does not read the repository's config (that needs the API), so the default
+# requirementsDir is used here; a file directly in it, not in a subfolder.
+REQUIREMENT_PATH_RE = re.compile(r"\Adocs/requirements/REQ-[^/]+\.md\Z")
+BRANCH_REF_PREFIX = "refs/heads/"
+
+
+@dataclass(frozen=True)
+class TriggerContext:
+    """What trigger rules need besides the event: the label and the App's own identity."""
+
+    trigger_label: str = "reqdrive"
+    app_slug: str | None = None
+
+
+# A trigger is the job it asks for: the RunRequest the worker will receive.
+Trigger = RunRequest
+TriggerRule = Callable[[Event, TriggerContext], list[Trigger]]
+
+
+def issue_labeled(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """The trigger label added to an issue → run the issue as a requirement."""
+    p = event.payload
+    if (
+        p.label is None
+        or p.issue is None
+        or p.label.name.casefold() != ctx.trigger_label.casefold()
+    ):
+        return []
+    return [_request(event, JobKind.RUN, requirement=f"ISSUE-{p.issue.number}",
+                     issue_number=p.issue.number)]  # fmt: skip
+
+
+def push(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """Requirement files added or modified on the default branch → one run per file."""
+    p = event.payload
+    if p.repository is None or p.deleted or _pushed_by_app(event, ctx):
+        return []
+    if p.ref != f"{BRANCH_REF_PREFIX}{p.repository.default_branch}":
+        return []  # other branches and tags (refs/tags/...) never trigger
+    return [
+        _request(event, JobKind.RUN, requirement=path, head_sha=p.after)
+        for path in changed_requirement_files(event)
+    ]
+
+
+def changed_requirement_files(event: Event) -> list[str]:
+    """Requirement paths that exist after the push, in first-touched order.
+
+    Commits are in order, so a file added then removed within one push is not run.
+    """
+    present: dict[str, None] = {}
+    for commit in event.payload.commits:
+        for path in (*commit.added, *commit.modified):
+            if REQUIREMENT_PATH_RE.match(path):
+                present.setdefault(path)
+        for path in commit.removed:
+            present.pop(path, None)
+    return list(present)
+
+
+def comment_created(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """A /reqdrive command in a new comment by a person → the job it names."""
+    p = event.payload
+    if p.comment is None or p.issue is None or p.comment.user.is_bot:
+        return []  # bots, the App included, cannot drive reqdrive (no loops)
+    command = parse_command(p.comment.body)
+    if command is None:
+        return []
+    # On a pull request the job finds the requirement from the PR's branch and marker.
+    requirement = None if p.issue.is_pull_request else f"ISSUE-{p.issue.number}"
+    return [_request(event, command.kind, requirement=requirement, issue_number=p.issue.number,
+                     story_id=command.story_id, comment_id=p.comment.id)]  # fmt: skip
+
+
+# (event, action) → rule. Every rule has the same shape and none depends on another.
+# pull_request.closed (branch cleanup) and installation.deleted (drop state) are subscribed
+# but have no job yet, so they answer 204 like any delivery without a trigger.
+RULES: dict[tuple[str, str | None], TriggerRule] = {
+    ("issues", "labeled"): issue_labeled,
+    ("push", None): push,
+    ("issue_comment", "created"): comment_created,
+}
+
+
+def triggers_for(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """Every job this delivery asks for; empty when reqdrive does not act on it."""
+    rule = RULES.get((event.name, event.action))
+    if rule is None or event.payload.repository is None:
+        return []  # every job is about a repository; GitHub always sends one for these events
+    return rule(event, ctx)
+
+
+def _pushed_by_app(event: Event, ctx: TriggerContext) -> bool:
+    sender = event.payload.sender
+    if sender is None or sender.type != "Bot":
+        return False
+    # Without the slug we cannot tell our pushes from other Apps', so no Bot push triggers.
+    return ctx.app_slug is None or sender.login == f"{ctx.app_slug}[bot]"
+
+
+def _request(event: Event, kind: JobKind, **fields: object) -> RunRequest:
+    p = event.payload
+    return RunRequest(
+        kind=kind,
+        delivery_id=event.delivery_id,
+        repo=p.repository.full_name if p.repository else "",  # triggers_for checked it
+        installation_id=p.installation.id if p.installation else None,
+        sender=p.sender.login if p.sender else "",
+        **fields,
+    )

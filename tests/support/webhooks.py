@@ -1,0 +1,141 @@
+"""Webhook deliveries for tests: shared example payloads, GitHub's signature, schema checks."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import json
+import uuid
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT7
+
+from tests.conftest import SHARED
+
+EXAMPLES = SHARED / "github" / "webhook-examples"
+SCHEMAS = SHARED / "github" / "webhook-schemas" / "api.github.com"
+SECRET = "test-webhook-secret"
+
+
+def example_bytes(event: str, name: str) -> bytes:
+    """The exact bytes of a shared example, e.g. ("issues", "labeled.payload.json")."""
+    return (EXAMPLES / event / name).read_bytes()
+
+
+def example(event: str, name: str) -> dict[str, Any]:
+    payload: dict[str, Any] = json.loads(example_bytes(event, name))
+    return payload
+
+
+def variant(event: str, name: str, change: Callable[[dict[str, Any]], None]) -> bytes:
+    """An example changed in place by `change`, checked against GitHub's schema, as bytes."""
+    payload = copy.deepcopy(example(event, name))
+    change(payload)
+    validate(event, payload)
+    return json.dumps(payload).encode()
+
+
+def validate(event: str, payload: dict[str, Any]) -> None:
+    """Raise unless the payload matches octokit's schema for its event and action."""
+    action = payload.get("action", "event") if event not in {"push", "ping"} else "event"
+    ref = {"$ref": f"{event}${action}"}
+    jsonschema.Draft7Validator(ref, registry=_registry()).validate(payload)
+
+
+@cache
+def _registry() -> Registry:
+    resources = []
+    for path in sorted(SCHEMAS.rglob("*.schema.json")):
+        schema = json.loads(path.read_text())
+        resources.append((schema["$id"], Resource.from_contents(schema, DRAFT7)))
+    return Registry().with_resources(resources)  # type: ignore[no-any-return]
+
+
+def sign(body: bytes, secret: str = SECRET) -> str:
+    """The X-Hub-Signature-256 GitHub sends for these exact bytes."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def headers(
+    event: str, body: bytes, *, delivery_id: str | None = None, secret: str = SECRET
+) -> dict[str, str]:
+    """The headers of a signed delivery, as GitHub sends them."""
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery_id or str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(body, secret),
+        "Content-Type": "application/json",
+        "User-Agent": "GitHub-Hookshot/tests",
+    }
+
+
+# Common variants, built from real examples.
+
+
+def labeled(label: str = "reqdrive", number: int | None = None) -> bytes:
+    def change(p: dict[str, Any]) -> None:
+        p["label"]["name"] = label
+        if number is not None:
+            p["issue"]["number"] = number
+
+    return variant("issues", "labeled.payload.json", change)
+
+
+def push_of(
+    commits: list[tuple[list[str], list[str], list[str]]],
+    *,
+    ref: str = "refs/heads/master",
+    deleted: bool = False,
+    sender: tuple[str, str] = ("Codertocat", "User"),
+) -> bytes:
+    """A branch push (from the with-installation example) with these (added, modified,
+    removed) commits."""
+
+    def change(p: dict[str, Any]) -> None:
+        template = p["commits"][0]
+        p["commits"] = [
+            {**template, "added": a, "modified": m, "removed": r} for a, m, r in commits
+        ]
+        p["ref"], p["deleted"] = ref, deleted
+        p["sender"]["login"], p["sender"]["type"] = sender
+
+    return variant("push", "with-new-branch.payload.json", change)
+
+
+def comment(
+    body: str,
+    *,
+    on_pull_request: bool = False,
+    action: str = "created",
+    user: tuple[str, str] = ("Codertocat", "User"),
+) -> bytes:
+    """An issue_comment delivery with this body; optionally on a pull request."""
+    name = (
+        "created.with-installation.payload.json" if action == "created" else "edited.payload.json"
+    )
+
+    def change(p: dict[str, Any]) -> None:
+        p["comment"]["body"] = body
+        p["comment"]["user"]["login"], p["comment"]["user"]["type"] = user
+        if on_pull_request:
+            # No shared example comments on a PR; GitHub marks such an "issue" like this.
+            url = p["repository"]["url"] + f"/pulls/{p['issue']['number']}"
+            p["issue"]["pull_request"] = {
+                "url": url,
+                "html_url": p["repository"]["html_url"] + f"/pull/{p['issue']['number']}",
+                "diff_url": p["repository"]["html_url"] + f"/pull/{p['issue']['number']}.diff",
+                "patch_url": p["repository"]["html_url"] + f"/pull/{p['issue']['number']}.patch",
+                "merged_at": None,
+            }
+
+    return variant("issue_comment", name, change)
+
+
+def example_path(event: str, name: str) -> Path:
+    return EXAMPLES / event / name

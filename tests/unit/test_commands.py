@@ -1,0 +1,68 @@
+"""Slash commands: what each comment body asks reqdrive to do."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.commands import Command, normalise_story_id, parse_command
+from worker.requests import JobKind
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("/reqdrive retry US-003", Command(JobKind.RETRY, "US-003")),
+        ("/reqdrive retry us-7", Command(JobKind.RETRY, "US-7")),
+        ("/reqdrive retry", Command(JobKind.RETRY)),
+        ("/reqdrive cancel", Command(JobKind.CANCEL)),
+        ("/reqdrive status", Command(JobKind.STATUS)),
+        ("/reqdrive plan", Command(JobKind.PLAN)),
+        ("/reqdrive run", Command(JobKind.RUN)),
+        ("/reqdrive help", Command(JobKind.HELP)),
+        ("/reqdrive RUN", Command(JobKind.RUN)),
+        ("  /reqdrive\tstatus  ", Command(JobKind.STATUS)),
+        ("/reqdrive status\nthanks, and what about the tests?", Command(JobKind.STATUS)),
+        ("/reqdrive status\r\nmore", Command(JobKind.STATUS)),
+    ],
+)
+def test_a_known_command_is_recognised(body: str, expected: Command) -> None:
+    assert parse_command(body) == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "/reqdrive",
+        "/reqdrive deploy",
+        "/reqdrive retry everything",
+        "/reqdrive retry US-003; rm -rf /",
+        "/reqdrive retry US-003 US-004",
+        "/reqdrive cancel now",
+        "/reqdrive retry US-",
+    ],
+)
+def test_anything_else_after_the_prefix_asks_for_help(body: str) -> None:
+    assert parse_command(body) == Command(JobKind.HELP)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "You are totally right! I'll get this fixed right away.",
+        "/reqdriver run",
+        "/reqdrive-run",
+        "please /reqdrive run",
+        "> /reqdrive run",
+        "",
+    ],
+)
+def test_a_comment_that_does_not_start_with_the_command_is_not_one(body: str) -> None:
+    assert parse_command(body) is None
+
+
+def test_story_ids_are_normalised_and_nothing_else_passes() -> None:
+    assert normalise_story_id("us-012") == "US-012"
+    assert normalise_story_id("US-1") == "US-1"
+    assert normalise_story_id("US-1x") is None
+    assert normalise_story_id("US-1\n") is None
+    assert normalise_story_id("../US-1") is None

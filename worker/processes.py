@@ -1,25 +1,270 @@
 """Run a child process in its own group, stream its output redacted, stop all of it."""
 
-# CONTRACT (implemented by the agents/processes helper):
-#
-# @dataclass(frozen=True)
-# class ProcessOutcome:
-#     exit_code: int | None       # None when killed at the timeout or cancelled
-#     timed_out: bool
-#     duration_s: float
-#     output_tail: str             # last ~64 KiB of combined stdout/stderr, already redacted
-#
-# def run_process(
-#     argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float,
-#     log_path: Path, redactor: Redactor, stdin_path: Path | None = None,
-#     grace_s: float = 5.0, cancel: threading.Event | None = None,
-# ) -> ProcessOutcome
-#
-# - start_new_session=True; output (stdout+stderr merged) streamed line by line through
-#   redactor.redact() into log_path (appending), never unredacted to disk.
-# - On timeout or cancel: SIGTERM to the group, wait grace_s, SIGKILL the group, then find and
-#   kill every process still carrying this call's marker in its environment
-#   (REQDRIVE_PROCESS_MARK=<uuid>, added to env here) — this catches what the child started in
-#   a new session with setsid (the Claude Code CLI does that for its shell commands).
-# - Also after a normal exit, processes left behind with the marker are killed: nothing an
-#   agent or a gate started outlives its call.
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from worker.redact import LineRedactor, Redactor
+
+MARK_VAR = "REQDRIVE_PROCESS_MARK"
+TAIL_CHARS = 64 * 1024
+# A "line" longer than this is flushed without its newline, so binary output cannot grow the
+# buffer without bound; a secret straddling that cut would be missed, which 1 MiB makes moot.
+MAX_LINE_BYTES = 1024 * 1024
+READ_CHUNK = 64 * 1024
+POLL_S = 0.05
+# Rounds of "find marked processes, kill them": each round also catches what a dying process
+# forked between the previous scan and its own death.
+SWEEP_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """How a process ended and the redacted end of what it printed."""
+
+    exit_code: int | None  # None when killed at the timeout or cancelled
+    timed_out: bool
+    duration_s: float
+    output_tail: str  # last ~64 KiB of combined stdout/stderr, already redacted
+    cancelled: bool = False
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    log_path: Path,
+    redactor: Redactor,
+    stdin_path: Path | None = None,
+    grace_s: float = 5.0,
+    cancel: threading.Event | None = None,
+) -> ProcessOutcome:
+    """Run argv with exactly env (plus a marker), stream it redacted to log_path, stop it all."""
+    mark = uuid.uuid4().hex
+    child_env = {**env, MARK_VAR: mark}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with _stdin(stdin_path) as stdin, log_path.open("a", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=child_env,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        assert proc.stdout is not None  # noqa: S101 - PIPE was asked for
+        pump = _OutputPump(proc.stdout, log, LineRedactor(redactor))
+        pump.start()
+        try:
+            stopped_by = _wait_exit(proc.pid, started + timeout_s, cancel)
+            if stopped_by is not None or _leftovers(proc.pid, mark):
+                _signal_all(proc.pid, mark, signal.SIGTERM)
+                _wait_gone(proc.pid, mark, grace_s)
+        finally:
+            # Also on an exception in the worker itself: nothing started here may outlive it.
+            _kill_all(proc.pid, mark)
+            proc.wait()  # reaped only now: until here the zombie leader pins the group id
+            pump.finish(grace_s)
+    return ProcessOutcome(
+        exit_code=None if stopped_by else proc.returncode,
+        timed_out=stopped_by == "timeout",
+        duration_s=time.monotonic() - started,
+        output_tail=pump.tail(),
+        cancelled=stopped_by == "cancel",
+    )
+
+
+@contextlib.contextmanager
+def _stdin(path: Path | None) -> Iterator[IO[bytes] | int]:
+    if path is None:
+        yield subprocess.DEVNULL
+        return
+    with path.open("rb") as handle:
+        yield handle
+
+
+def _wait_exit(pid: int, deadline: float, cancel: threading.Event | None) -> str | None:
+    """Wait for the child to exit; return why it must be stopped ("timeout"/"cancel"), else None.
+
+    The child is left a zombie (WNOWAIT) so its pid, which is also its group id, cannot be
+    reused by an unrelated process while we still signal the group.
+    """
+    while not _exited(pid):
+        if cancel is not None and cancel.is_set():
+            return "cancel"
+        if time.monotonic() >= deadline:
+            return "timeout"
+        if cancel is None:
+            time.sleep(POLL_S)
+        else:
+            cancel.wait(POLL_S)
+    return None
+
+
+def _exited(pid: int) -> bool:
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _signal_all(pgid: int, mark: str, sig: signal.Signals) -> None:
+    """Signal the child's process group and every process carrying this call's marker."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for pid in marked_pids(mark):
+        _signal_pid(pid, mark, sig)
+
+
+def _wait_gone(pgid: int, mark: str, grace_s: float) -> None:
+    """Give everything up to grace_s to exit after SIGTERM."""
+    deadline = time.monotonic() + grace_s
+    while _leftovers(pgid, mark) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+
+
+def _kill_all(pgid: int, mark: str) -> None:
+    """SIGKILL the group and the marked processes until none of them is left running."""
+    for _ in range(SWEEP_ROUNDS):
+        if not _leftovers(pgid, mark):
+            return
+        _signal_all(pgid, mark, signal.SIGKILL)
+        time.sleep(POLL_S)
+
+
+def _leftovers(pgid: int, mark: str) -> bool:
+    """Whether any live process is in the child's group or carries its marker."""
+    needle = _needle(mark)
+    return any(
+        _pgid_of(pid) == pgid or needle in _environ(pid).split(b"\0") for pid in _live_pids()
+    )
+
+
+def _needle(mark: str) -> bytes:
+    return f"{MARK_VAR}={mark}".encode()
+
+
+def marked_pids(mark: str) -> list[int]:
+    """Pids of live (non-zombie) processes whose environment holds this call's marker."""
+    needle = _needle(mark)
+    return [pid for pid in _live_pids() if needle in _environ(pid).split(b"\0")]
+
+
+def _signal_pid(pid: int, mark: str, sig: signal.Signals) -> None:
+    # A pidfd pins the process, so a pid reused between scan and signal is never hit: the
+    # marker is re-read through the pinned pid before signalling.
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        if _needle(mark) in _environ(pid).split(b"\0"):
+            signal.pidfd_send_signal(fd, sig)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _live_pids() -> list[int]:
+    pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    return [pid for pid in pids if _state(pid) not in ("", "Z", "X")]
+
+
+def _stat_fields(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    # The command name (field 2) may contain spaces and parentheses; it ends at the last ")".
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def _state(pid: int) -> str:
+    fields = _stat_fields(pid)
+    return fields[0] if fields else ""
+
+
+def _pgid_of(pid: int) -> int:
+    fields = _stat_fields(pid)
+    return int(fields[2]) if len(fields) > 2 else -1
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:  # another user's process, or gone already
+        return b""
+
+
+class _OutputPump:
+    """Copies the child's output to the log one redacted line at a time, keeping a tail."""
+
+    def __init__(self, stream: IO[bytes], log: IO[str], lines: LineRedactor) -> None:
+        self._stream = stream
+        self._log = log
+        self._lines = lines
+        self._tail: deque[str] = deque()
+        self._tail_chars = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="output-pump", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self, grace_s: float) -> None:
+        """Drain to end of file; if something unmarked still holds the pipe, stop anyway."""
+        self._thread.join(grace_s)
+        self._stop.set()
+        self._thread.join()
+        self._stream.close()
+
+    def tail(self) -> str:
+        return "".join(self._tail)
+
+    def _run(self) -> None:
+        pending = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._stream, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                if not selector.select(POLL_S):
+                    continue
+                chunk = os.read(self._stream.fileno(), READ_CHUNK)
+                if not chunk:
+                    break
+                pending = self._write_lines(pending + chunk)
+        if pending:
+            self._emit(pending)
+        self._log.flush()
+
+    def _write_lines(self, data: bytes) -> bytes:
+        """Write every complete line; return the unfinished rest (a secret may continue)."""
+        *complete, rest = data.split(b"\n")
+        for line in complete:
+            self._emit(line + b"\n")
+        if len(rest) > MAX_LINE_BYTES:
+            self._emit(rest)
+            rest = b""
+        self._log.flush()
+        return rest
+
+    def _emit(self, raw: bytes) -> None:
+        text = self._lines.redact_line(raw.decode("utf-8", errors="replace"))
+        self._log.write(text)
+        self._tail.append(text)
+        self._tail_chars += len(text)
+        while self._tail_chars > TAIL_CHARS and len(self._tail) > 1:
+            self._tail_chars -= len(self._tail.popleft())

@@ -73,6 +73,10 @@ class RecordedRequest:
         texts = [b["text"] for b in _blocks(self.messages[0]) if b.get("type") == "text"]
         return texts[-1] if texts else ""
 
+    def context_text(self) -> str:
+        """Every text block of the first user message (2.1.329 puts the working directory here)."""
+        return "\n".join(b["text"] for b in _blocks(self.messages[0]) if b.get("type") == "text")
+
     def system_text(self) -> str:
         system = self.body.get("system", "")
         if isinstance(system, str):

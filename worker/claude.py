@@ -1,0 +1,226 @@
+"""The Claude Code CLI as an agent runner: headless, scoped tools, cost from its result line."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worker.agents import AgentCall, AgentOutcome, AgentSettings, agent_environment
+from worker.processes import ProcessOutcome, run_process
+from worker.redact import Redactor
+
+# Bash rules for implementing a story and running its tests. A rule covers a command with any
+# arguments (and none); each part of `a && b` or `a | b` needs its own. These rules are not a
+# sandbox (`git -c alias.x='!cmd' x` runs anything): what protects secrets is that the
+# environment holds none, so the list aims at letting the agent work, not at confining it.
+DEFAULT_BASH_COMMANDS = (
+    "git status", "git diff", "git log", "git show", "git add", "git commit", "git rm",
+    "git mv", "git restore", "git ls-files", "git grep", "git rev-parse", "git branch",
+    "ls", "cat", "head", "tail", "wc", "grep", "find", "sort", "mkdir", "touch", "pwd",
+    "echo", "cd", "true", "test",
+    "python", "python3", "pytest", "ruff", "mypy", "tox", "uv run",
+    "node", "npm test", "npm run", "npx", "yarn test", "pnpm test",
+    "make", "go test", "go build", "go vet", "cargo test", "cargo build", "cargo check",
+)  # fmt: skip
+# No file tools here: acceptEdits lets Write and Edit reach the worktree and --add-dir folders
+# only, while naming "Write" or "Read" in --allowedTools would open every path on the machine.
+DEFAULT_ALLOWED_TOOLS = tuple(f"Bash({command} *)" for command in DEFAULT_BASH_COMMANDS)
+
+# Retries of a failed API call: the CLI's default retries a 401 for minutes.
+MAX_API_RETRIES = "2"
+GIT_NAME = "reqdrive"
+GIT_EMAIL = "reqdrive@users.noreply.github.com"
+TAIL_CHARS = 2000
+# Keys the agent is given; their values must never reach the log even if printed by a tool.
+AGENT_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+@dataclass(frozen=True)
+class ClaudeResult:
+    """The fields reqdrive uses from the CLI's final `{"type": "result"}` line."""
+
+    subtype: str
+    is_error: bool
+    text: str
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    denials: tuple[str, ...]
+
+
+class ClaudeRunner:
+    """Runs `claude -p` on a prompt file in a worktree and reports what it cost."""
+
+    name = "claude"
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        redactor: Redactor,
+        source_env: Mapping[str, str] = os.environ,
+        executable: str = "claude",
+        allowed_tools: Sequence[str] = DEFAULT_ALLOWED_TOOLS,
+        grace_s: float = 5.0,
+    ) -> None:
+        self.settings = settings
+        self.redactor = redactor
+        self.source_env = source_env
+        self.executable = executable
+        self.allowed_tools = tuple(allowed_tools)
+        self.grace_s = grace_s
+
+    def argv(self, call: AgentCall) -> list[str]:
+        """The command line; the prompt goes on stdin so no argument parsing can eat it."""
+        argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]
+        argv += ["--permission-mode", "acceptEdits", "--allowedTools", *self.allowed_tools]
+        # Planning writes prd.json in the run folder, outside the worktree.
+        argv += ["--add-dir", str(call.run_dir), "--max-turns", str(call.max_turns)]
+        # A saved session would hold the whole unredacted conversation in the run's HOME, and
+        # MCP servers a repository declares would be programs we never meant to start.
+        argv += ["--no-session-persistence", "--strict-mcp-config"]
+        model = call.model or self.settings.model
+        if model:
+            argv += ["--model", model]
+        return argv
+
+    def environment(self, call: AgentCall) -> dict[str, str]:
+        env = agent_environment(call.home_dir, self.source_env)
+        tmp = call.home_dir / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = env["CLAUDE_CODE_TMPDIR"] = str(tmp)
+        env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+        env["DISABLE_TELEMETRY"] = "1"
+        env["DISABLE_AUTOUPDATER"] = "1"
+        env.setdefault("CLAUDE_CODE_MAX_RETRIES", MAX_API_RETRIES)
+        # Its Bash tool's git sees the run's empty HOME, so commits need an identity from here.
+        for role in ("AUTHOR", "COMMITTER"):
+            env.setdefault(f"GIT_{role}_NAME", GIT_NAME)
+            env.setdefault(f"GIT_{role}_EMAIL", GIT_EMAIL)
+        for key in AGENT_KEY_VARIABLES:
+            if env.get(key):
+                self.redactor.add_secret(env[key])
+        return env
+
+    def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
+        call.log_path.parent.mkdir(parents=True, exist_ok=True)
+        start = call.log_path.stat().st_size if call.log_path.exists() else 0
+        process = run_process(
+            self.argv(call),
+            cwd=call.cwd,
+            env=self.environment(call),
+            timeout_s=call.timeout_s,
+            log_path=call.log_path,
+            redactor=self.redactor,
+            stdin_path=call.prompt_file,
+            grace_s=self.grace_s,
+            cancel=cancel,
+        )
+        return outcome_of(process, read_result(call.log_path, start), call.timeout_s)
+
+
+def read_result(log_path: Path, start: int) -> ClaudeResult | None:
+    """The last result line this call appended to the (already redacted) log."""
+    if not log_path.exists():
+        return None
+    with log_path.open("rb") as log:
+        log.seek(start)
+        lines = log.read().decode("utf-8", errors="replace").splitlines()
+    for line in reversed(lines):
+        event = _json_object(line)
+        if event is not None and event.get("type") == "result":
+            return parse_result(event)
+    return None
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    if not line.startswith("{"):
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def parse_result(event: Mapping[str, Any]) -> ClaudeResult:
+    """Pick cost, tokens and denials out of a result event; absent fields stay None."""
+    usage = event.get("usage") or {}
+    cost = event.get("total_cost_usd")
+    return ClaudeResult(
+        subtype=str(event.get("subtype", "")),
+        is_error=bool(event.get("is_error", False)),
+        text=str(event.get("result", "")),
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
+        input_tokens=_input_tokens(usage),
+        output_tokens=_int_or_none(usage.get("output_tokens")),
+        denials=tuple(_describe_denial(d) for d in event.get("permission_denials") or ()),
+    )
+
+
+def _input_tokens(usage: Mapping[str, Any]) -> int | None:
+    # Claude Code reads most of its context from the prompt cache; `input_tokens` alone counts
+    # only the uncached part, so the cached reads and writes are added to show what was sent.
+    parts = [
+        _int_or_none(usage.get(key))
+        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    ]
+    if parts[0] is None:
+        return None
+    return sum(p for p in parts if p is not None)
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _describe_denial(denial: Mapping[str, Any]) -> str:
+    """`Write /path` or `Bash curl ...`: the tool and what it was refused for."""
+    tool = str(denial.get("tool_name", "?"))
+    tool_input = denial.get("tool_input") or {}
+    target = tool_input.get("file_path") or tool_input.get("command") or ""
+    return f"{tool} {str(target)[:200]}".strip()
+
+
+def outcome_of(
+    process: ProcessOutcome, result: ClaudeResult | None, timeout_s: float
+) -> AgentOutcome:
+    """Turn the process and its result line into one outcome with a reason when it failed."""
+    errors = [_stop_reason(process, timeout_s)] if process.exit_code is None else []
+    if result is None:
+        tail = process.output_tail[-TAIL_CHARS:]
+        if not errors:
+            errors.append(f"no result line (exit code {process.exit_code}); output tail:\n{tail}")
+        return AgentOutcome(
+            exit_code=process.exit_code,
+            timed_out=process.timed_out,
+            duration_s=process.duration_s,
+            result_text=tail,
+            error=errors[0],
+        )
+    if result.is_error:
+        errors.append(f"claude ended with {result.subtype or 'an error'}: {result.text[:500]}")
+    if result.denials:
+        # The exit code stays 0 when tools were refused, so this is the only sign of it.
+        errors.append("permission denied: " + "; ".join(result.denials))
+    return AgentOutcome(
+        exit_code=process.exit_code,
+        timed_out=process.timed_out,
+        duration_s=process.duration_s,
+        cost_usd=result.cost_usd,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        result_text=result.text,
+        error="; ".join(errors) or None,
+    )
+
+
+def _stop_reason(process: ProcessOutcome, timeout_s: float) -> str:
+    if process.timed_out:
+        return f"timed out after {timeout_s:g}s"
+    return "cancelled" if process.cancelled else "stopped"

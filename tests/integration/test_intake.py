@@ -1,0 +1,361 @@
+"""POST /webhook and GET /healthz through Flask's test client, against a real Redis."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+from collections.abc import Iterator
+
+import pytest
+import redis
+from flask.testing import FlaskClient
+from rq import Queue, SimpleWorker
+from rq.job import Job
+from rq.serializers import JSONSerializer
+
+from bot.app import create_app
+from bot.intake import MAX_BODY_BYTES
+from bot.settings import Settings, load_settings
+from tests.support import webhooks
+from worker.jobs import JOB_LOG_KEY
+
+QUEUE = "reqdrive"
+# How a WSGI server passes a chunked body: no length, a stream that ends.
+CHUNKED = {"wsgi.input_terminated": True, "CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked"}
+
+
+def settings_for(redis_url: str) -> Settings:
+    return load_settings(
+        github_webhook_secret=webhooks.SECRET,
+        redis_url=redis_url,
+        reqdrive_app_slug="reqdrive",
+        reqdrive_job_timeout_hours=3,
+    )
+
+
+@pytest.fixture
+def client(redis_url: str) -> FlaskClient:
+    return create_app(settings_for(redis_url)).test_client()
+
+
+@pytest.fixture
+def dead_redis_url() -> Iterator[str]:
+    """A local port nothing listens on: Redis is down, not mocked."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    yield f"redis://127.0.0.1:{port}/0"
+
+
+@pytest.fixture
+def down_client(dead_redis_url: str) -> FlaskClient:
+    return create_app(settings_for(dead_redis_url)).test_client()
+
+
+def post(client: FlaskClient, event: str, body: bytes, **kwargs: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    response = client.post("/webhook", data=body, headers=webhooks.headers(event, body, **kwargs))
+    return response.status_code, (response.get_json(silent=True) or {})
+
+
+def queue(conn: redis.Redis) -> Queue:
+    return Queue(QUEUE, connection=conn, serializer=JSONSerializer)
+
+
+def work(conn: redis.Redis) -> None:
+    SimpleWorker([queue(conn)], connection=conn, serializer=JSONSerializer).work(burst=True)
+
+
+def job_log(conn: redis.Redis) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(item) for item in conn.lrange(JOB_LOG_KEY, 0, -1)]
+
+
+# 413
+
+
+def test_a_body_over_25_mib_is_refused_by_its_length(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    body = b" " * (MAX_BODY_BYTES + 1)
+    status, _ = post(client, "issues", body)
+    assert status == 413
+    assert queue(redis_conn).count == 0
+
+
+def test_a_chunked_body_over_25_mib_is_refused_while_reading(client: FlaskClient) -> None:
+    body = b" " * (MAX_BODY_BYTES + 1)
+    response = client.post(
+        "/webhook",
+        input_stream=io.BytesIO(body),
+        headers=webhooks.headers("issues", body),
+        environ_overrides=CHUNKED,
+    )
+    assert response.request.content_length is None
+    assert response.status_code == 413
+
+
+def test_a_chunked_body_under_the_limit_is_read_whole(client: FlaskClient) -> None:
+    body = webhooks.labeled()
+    response = client.post(
+        "/webhook",
+        input_stream=io.BytesIO(body),
+        headers=webhooks.headers("issues", body),
+        environ_overrides=CHUNKED,
+    )
+    assert response.request.content_length is None
+    assert response.status_code == 202
+
+
+# 401
+
+
+def test_a_missing_or_wrong_signature_is_refused(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    body = webhooks.labeled()
+    headers = webhooks.headers("issues", body)
+    unsigned = {k: v for k, v in headers.items() if k != "X-Hub-Signature-256"}
+    other_secret = webhooks.headers("issues", body, secret="not-our-secret")
+    tampered = body.replace(b'"reqdrive"', b'"reqdrivf"')
+    for sent_headers, sent_body in [
+        (unsigned, body),
+        (other_secret, body),
+        (headers, tampered),
+        ({**headers, "X-Hub-Signature-256": headers["X-Hub-Signature-256"].upper()}, body),
+        ({**headers, "X-Hub-Signature-256": "sha256="}, body),
+    ]:
+        assert client.post("/webhook", data=sent_body, headers=sent_headers).status_code == 401
+    assert queue(redis_conn).count == 0
+
+
+def test_a_valid_sha1_signature_alone_is_not_enough(client: FlaskClient) -> None:
+    import hashlib
+    import hmac
+
+    body = webhooks.labeled()
+    headers = webhooks.headers("issues", body)
+    del headers["X-Hub-Signature-256"]
+    sha1 = hmac.new(webhooks.SECRET.encode(), body, hashlib.sha1).hexdigest()
+    headers["X-Hub-Signature"] = f"sha1={sha1}"
+    assert client.post("/webhook", data=body, headers=headers).status_code == 401
+    headers["X-Hub-Signature-256"] = f"sha1={sha1}"  # gidgethub alone would accept this
+    assert client.post("/webhook", data=body, headers=headers).status_code == 401
+
+
+# 400
+
+
+@pytest.mark.parametrize("missing", ["X-GitHub-Event", "X-GitHub-Delivery"])
+def test_a_signed_delivery_without_its_headers_is_malformed(
+    client: FlaskClient, missing: str
+) -> None:
+    body = webhooks.labeled()
+    headers = webhooks.headers("issues", body)
+    del headers[missing]
+    assert client.post("/webhook", data=body, headers=headers).status_code == 400
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"not json", b'{"action": "labeled"', b"[1, 2]", b'"labeled"', b"null", b"\xff\xfe{}",
+     b'{"action": "labeled", "issue": {"number": "one"}}'],
+)  # fmt: skip
+def test_a_signed_body_that_is_not_a_json_object_is_malformed(
+    client: FlaskClient, body: bytes
+) -> None:
+    assert post(client, "issues", body)[0] == 400
+
+
+def test_a_delivery_id_that_is_not_a_guid_is_malformed(client: FlaskClient) -> None:
+    body = webhooks.labeled()
+    assert post(client, "issues", body, delivery_id="x" * 101)[0] == 400
+    assert post(client, "issues", body, delivery_id="a b")[0] == 400
+
+
+# 200 ping, 204 ignored
+
+
+@pytest.mark.parametrize(
+    "name", ["payload.json", "with-app_id.payload.json", "with-organization.payload.json"]
+)
+def test_ping_is_answered(client: FlaskClient, name: str) -> None:
+    assert post(client, "ping", webhooks.example_bytes("ping", name))[0] == 200
+
+
+def test_an_unsubscribed_event_is_answered_from_its_headers_alone(down_client: FlaskClient) -> None:
+    # Unsigned, not JSON, Redis down: nothing is read, verified or stored, so all is fine.
+    response = down_client.post(
+        "/webhook", data=b"\x00garbage", headers={"X-GitHub-Event": "check_run"}
+    )
+    assert response.status_code == 204
+    assert response.data == b""
+
+
+@pytest.mark.parametrize(
+    ("event", "name"),
+    [
+        ("issues", "labeled.payload.json"),  # label "bug"
+        ("issues", "opened.payload.json"),
+        ("issue_comment", "created.payload.json"),  # not a command
+        ("issue_comment", "edited.payload.json"),
+        ("push", "payload.json"),  # tag deletion
+        ("pull_request", "closed.payload.json"),
+        ("installation", "deleted.payload.json"),
+    ],
+)
+def test_a_subscribed_event_without_a_trigger_is_ignored(
+    client: FlaskClient, redis_conn: redis.Redis, event: str, name: str
+) -> None:
+    assert post(client, event, webhooks.example_bytes(event, name))[0] == 204
+    assert redis_conn.dbsize() == 0  # no delivery recorded, no job
+
+
+def test_an_ignored_event_still_needs_a_signature_when_it_is_subscribed(
+    client: FlaskClient,
+) -> None:
+    body = webhooks.example_bytes("issues", "opened.payload.json")
+    assert (
+        client.post("/webhook", data=body, headers={"X-GitHub-Event": "issues"}).status_code == 401
+    )
+
+
+# 202 triggers, duplicates, coalescing
+
+
+def test_the_trigger_label_queues_a_run_that_a_worker_records(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    status, answer = post(client, "issues", webhooks.labeled(number=7), delivery_id="guid-1")
+    assert status == 202
+    [job_id] = answer["job_ids"]
+    assert answer["jobs"] == [{"id": job_id, "kind": "run", "coalesced": False}]
+    job = Job.fetch(job_id, connection=redis_conn, serializer=JSONSerializer)
+    assert job.func_name == "worker.jobs.run_requirement"
+    assert job.kwargs["requirement"] == "ISSUE-7"
+    assert job.kwargs["delivery_id"] == "guid-1"
+    assert job.timeout == 3 * 3600
+    assert job.retries_left == 2
+    work(redis_conn)
+    job = Job.fetch(job_id, connection=redis_conn, serializer=JSONSerializer)
+    assert job.get_status() == "finished"
+    assert job.meta["ran"]["requirement"] == "ISSUE-7"
+    assert [entry["job_id"] for entry in job_log(redis_conn)] == [job_id]
+
+
+def test_a_push_queues_one_run_per_requirement_file(client: FlaskClient) -> None:
+    files = ["docs/requirements/REQ-001-a.md", "docs/requirements/REQ-002-b.md"]
+    status, answer = post(client, "push", webhooks.push_of([(files, [], []), ([], files, [])]))
+    assert status == 202
+    assert len(set(answer["job_ids"])) == 2
+
+
+def test_the_apps_own_push_queues_nothing(client: FlaskClient) -> None:
+    body = webhooks.push_of(
+        [(["docs/requirements/REQ-001-a.md"], [], [])], sender=("reqdrive[bot]", "Bot")
+    )
+    assert post(client, "push", body)[0] == 204
+
+
+@pytest.mark.parametrize(
+    ("text", "function"),
+    [
+        ("/reqdrive retry US-003", "worker.jobs.retry_stories"),
+        ("/reqdrive retry", "worker.jobs.retry_stories"),
+        ("/reqdrive plan", "worker.jobs.plan_requirement"),
+        ("/reqdrive run", "worker.jobs.run_requirement"),
+        ("/reqdrive cancel", "worker.jobs.cancel_run"),
+        ("/reqdrive status", "worker.jobs.report_status"),
+        ("/reqdrive help", "worker.jobs.reply_help"),
+        ("/reqdrive please", "worker.jobs.reply_help"),
+    ],
+)
+def test_each_command_queues_its_job(
+    client: FlaskClient, redis_conn: redis.Redis, text: str, function: str
+) -> None:
+    status, answer = post(client, "issue_comment", webhooks.comment(text, on_pull_request=True))
+    assert status == 202
+    job = Job.fetch(answer["job_ids"][0], connection=redis_conn, serializer=JSONSerializer)
+    assert job.func_name == function
+    work(redis_conn)
+    assert [entry["comment_id"] for entry in job_log(redis_conn)] == [492700400]
+
+
+def test_bot_and_edited_comments_queue_nothing(client: FlaskClient) -> None:
+    assert (
+        post(
+            client,
+            "issue_comment",
+            webhooks.comment("/reqdrive run", user=("reqdrive[bot]", "Bot")),
+        )[0]
+        == 204
+    )
+    assert (
+        post(client, "issue_comment", webhooks.comment("/reqdrive run", action="edited"))[0] == 204
+    )
+
+
+def test_the_same_delivery_twice_queues_one_job(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    body = webhooks.labeled()
+    first = post(client, "issues", body, delivery_id="guid-dup")
+    second = post(client, "issues", body, delivery_id="guid-dup")
+    assert first[0] == 202
+    assert second == (200, {"duplicate": True, **first[1]})
+    assert queue(redis_conn).count == 1
+    assert redis_conn.ttl("reqdrive:delivery:guid-dup") >= 4 * 24 * 3600
+
+
+def test_a_repeat_while_queued_coalesces_and_after_it_finished_runs_again(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    body = webhooks.labeled()
+    _, first = post(client, "issues", body)
+    _, repeat = post(client, "issues", body)
+    assert repeat["jobs"] == [{**first["jobs"][0], "coalesced": True}]
+    assert queue(redis_conn).count == 1
+    work(redis_conn)
+    status, again = post(client, "issues", body)
+    assert status == 202
+    assert again["jobs"] == first["jobs"]  # same id, queued anew
+    work(redis_conn)
+    assert len(job_log(redis_conn)) == 2
+
+
+def test_commands_are_not_swallowed_by_a_queued_run(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    _, run = post(client, "issues", webhooks.labeled(number=1))
+    _, cancel = post(client, "issue_comment", webhooks.comment("/reqdrive cancel"))
+    _, retry = post(client, "issue_comment", webhooks.comment("/reqdrive retry US-002"))
+    assert cancel["jobs"][0]["coalesced"] is False
+    # Same requirement, one run: the retry waits for the queued run rather than racing it.
+    assert retry["jobs"] == [{"id": run["job_ids"][0], "kind": "retry", "coalesced": True}]
+    # A reply waits for no run: it is queued ahead of them.
+    assert queue(redis_conn).job_ids == [cancel["job_ids"][0], run["job_ids"][0]]
+
+
+# 503 and /healthz
+
+
+def test_a_trigger_while_redis_is_down_is_refused_for_redelivery(down_client: FlaskClient) -> None:
+    assert post(down_client, "issues", webhooks.labeled())[0] == 503
+    assert post(down_client, "ping", webhooks.example_bytes("ping", "payload.json"))[0] == 200
+
+
+def test_healthz_says_whether_redis_answers(client: FlaskClient, down_client: FlaskClient) -> None:
+    up = client.get("/healthz")
+    down = down_client.get("/healthz")
+    assert (up.status_code, up.get_json()) == (200, {"redis": "ok"})
+    assert down.status_code == 503
+
+
+def test_create_app_without_settings_reads_the_environment(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "from-the-environment")
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    client = create_app().test_client()
+    body = webhooks.labeled()
+    assert post(client, "issues", body)[0] == 401  # signed with the test secret, not this one
+    assert post(client, "issues", body, secret="from-the-environment")[0] == 202

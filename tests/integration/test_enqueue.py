@@ -1,0 +1,178 @@
+"""Enqueuer against a real Redis: dedupe, coalescing, re-runs, and what a failure leaves."""
+
+from __future__ import annotations
+
+import re
+import socket
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+from rq import Queue, SimpleWorker
+from rq.job import Job, JobStatus
+from rq.serializers import JSONSerializer
+
+from bot.enqueue import DELIVERY_KEY, Enqueuer, job_id_for
+from bot.exceptions import QueueUnavailable
+from worker.jobs import JOB_LOG_KEY
+from worker.requests import JobKind, RunRequest
+
+TIMEOUT_S = 6 * 3600
+
+
+def request(kind: JobKind = JobKind.RUN, **fields: object) -> RunRequest:
+    values: dict[str, object] = {
+        "kind": kind,
+        "delivery_id": "d-1",
+        "repo": "octo/app",
+        "sender": "octocat",
+        "requirement": "docs/requirements/REQ-001-login.md",
+    }
+    values.update(fields)
+    return RunRequest.model_validate(values)
+
+
+@pytest.fixture
+def enqueuer(redis_conn: redis.Redis) -> Enqueuer:
+    return Enqueuer(redis_conn, "reqdrive", TIMEOUT_S)
+
+
+def queue(conn: redis.Redis) -> Queue:
+    return Queue("reqdrive", connection=conn, serializer=JSONSerializer)
+
+
+def fetch(conn: redis.Redis, job_id: str) -> Job:
+    return Job.fetch(job_id, connection=conn, serializer=JSONSerializer)
+
+
+def test_a_queued_job_is_an_ordinary_rq_job(enqueuer: Enqueuer, redis_conn: redis.Redis) -> None:
+    [queued] = enqueuer.accept("d-1", [request()]).jobs
+    job = fetch(redis_conn, queued.id)
+    assert job.func_name == "worker.jobs.run_requirement"
+    assert job.kwargs == request().model_dump(mode="json")
+    assert (job.timeout, job.retries_left, job.retry_intervals) == (TIMEOUT_S, 2, [60, 300])
+    assert job.get_status() == JobStatus.QUEUED
+    assert job.origin == "reqdrive"
+    assert b"rq:queue:reqdrive" in redis_conn.smembers("rq:queues")  # `rq info` lists it
+    SimpleWorker([queue(redis_conn)], connection=redis_conn, serializer=JSONSerializer).work(
+        burst=True
+    )
+    assert fetch(redis_conn, queued.id).get_status() == JobStatus.FINISHED
+    assert redis_conn.llen(JOB_LOG_KEY) == 1
+
+
+def test_fifty_concurrent_deliveries_of_one_requirement_queue_one_job(
+    enqueuer: Enqueuer, redis_conn: redis.Redis
+) -> None:
+    def deliver(n: int) -> tuple[str, bool]:
+        [job] = enqueuer.accept(f"d-{n}", [request(delivery_id=f"d-{n}")]).jobs
+        return job.id, job.coalesced
+
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        results = list(pool.map(deliver, range(50)))
+    assert len({job_id for job_id, _ in results}) == 1
+    assert sorted(coalesced for _, coalesced in results) == [False] + [True] * 49
+    assert queue(redis_conn).count == 1
+
+
+def test_a_started_job_is_coalesced_into(enqueuer: Enqueuer, redis_conn: redis.Redis) -> None:
+    [first] = enqueuer.accept("d-1", [request()]).jobs
+    fetch(redis_conn, first.id).set_status(JobStatus.STARTED)
+    redis_conn.lpop("rq:queue:reqdrive")  # a worker took it off the queue
+    [again] = enqueuer.accept("d-2", [request(delivery_id="d-2")]).jobs
+    assert again.coalesced
+    assert queue(redis_conn).count == 0
+
+
+def test_a_failed_job_is_queued_afresh_without_its_old_state(
+    enqueuer: Enqueuer, redis_conn: redis.Redis
+) -> None:
+    [first] = enqueuer.accept("d-1", [request()]).jobs
+    job = fetch(redis_conn, first.id)
+    redis_conn.lpop("rq:queue:reqdrive")
+    job.meta["step"] = "implement"
+    job.save_meta()
+    job.set_status(JobStatus.FAILED)
+    queue(redis_conn).failed_job_registry.add(job, ttl=3600, exc_string="boom")
+    assert redis_conn.ttl(job.key) > 0
+    [again] = enqueuer.accept("d-2", [request(delivery_id="d-2")]).jobs
+    assert (again.id, again.coalesced) == (first.id, False)
+    job = fetch(redis_conn, first.id)
+    assert job.get_status() == JobStatus.QUEUED
+    assert job.meta == {"kind": "run", "delivery_id": "d-2"}
+    assert redis_conn.ttl(job.key) == -1  # the failed job's expiry would delete the new one
+    assert first.id not in queue(redis_conn).failed_job_registry
+    assert queue(redis_conn).job_ids == [first.id]
+
+
+def test_a_delivery_is_not_marked_seen_when_its_job_could_not_be_queued(
+    enqueuer: Enqueuer, redis_conn: redis.Redis
+) -> None:
+    other = request(requirement="docs/requirements/REQ-002.md")
+    # Something else holds the second job's key: the script fails after checking the first.
+    redis_conn.set(f"rq:job:{job_id_for(other)}", "not a job hash")
+    with pytest.raises(QueueUnavailable):
+        enqueuer.accept("d-1", [request(), other])
+    assert redis_conn.exists(DELIVERY_KEY.format("d-1")) == 0
+    assert queue(redis_conn).count == 0
+    assert redis_conn.exists(f"rq:job:{job_id_for(request())}") == 0  # nothing half-written
+    redis_conn.delete(f"rq:job:{job_id_for(other)}")
+    accepted = enqueuer.accept("d-1", [request(), other])  # GitHub's redelivery
+    assert not accepted.duplicate
+    assert queue(redis_conn).count == 2
+
+
+def test_a_dead_redis_raises_queue_unavailable() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = redis.Redis(port=port, socket_connect_timeout=1)
+    with pytest.raises(QueueUnavailable):
+        Enqueuer(dead, "reqdrive", TIMEOUT_S).accept("d-1", [request()])
+
+
+def test_one_delivery_naming_one_job_twice_queues_it_once(
+    enqueuer: Enqueuer, redis_conn: redis.Redis
+) -> None:
+    accepted = enqueuer.accept("d-1", [request(), request(head_sha="abc")])
+    assert len(accepted.jobs) == 1
+    assert queue(redis_conn).count == 1
+
+
+def test_a_delivery_without_jobs_is_a_programming_error(enqueuer: Enqueuer) -> None:
+    with pytest.raises(ValueError, match="at least one job"):
+        enqueuer.accept("d-1", [])
+
+
+# Job ids
+
+
+def test_job_ids_are_one_per_requirement_per_repository() -> None:
+    run = job_id_for(request())
+    assert job_id_for(request(delivery_id="other", sender="someone")) == run
+    assert job_id_for(request(repo="OCTO/App")) == run  # GitHub names ignore case
+    assert job_id_for(request(kind=JobKind.RETRY, story_id="US-1")) == run
+    assert job_id_for(request(kind=JobKind.PLAN)) == run
+    assert job_id_for(request(repo="octo/other")) != run
+    assert job_id_for(request(requirement="docs/requirements/REQ-002.md")) != run
+    assert re.fullmatch(r"run-req-001-login-[0-9a-f]{12}", run)
+
+
+def test_replies_get_an_id_per_comment_apart_from_the_run() -> None:
+    cancel = job_id_for(request(kind=JobKind.CANCEL, comment_id=1))
+    assert cancel != job_id_for(request())
+    assert cancel != job_id_for(request(kind=JobKind.CANCEL, comment_id=2))
+    assert cancel.startswith("cancel-")
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        "docs/requirements/REQ-$(rm -rf ~) ünïcode `x`.md",
+        "docs/requirements/REQ-" + "a" * 300 + ".md",
+        "../../.md",
+    ],
+)
+def test_job_ids_never_carry_raw_user_text(requirement: str) -> None:
+    job_id = job_id_for(request(requirement=requirement))
+    assert re.fullmatch(r"[a-z0-9-]{1,80}", job_id), job_id

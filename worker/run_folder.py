@@ -1,0 +1,75 @@
+"""The run folder's artifacts, each written through the Redactor."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from worker.redact import Redactor
+
+RUN_JSON = "run.json"
+PRD_JSON = "prd.json"
+PROGRESS = "progress.txt"
+VERIFICATION_SUMMARY = "verification-summary.json"
+CHANGES_PATCH = "changes.patch"
+PR_BODY = "pr.md"
+# The agent may write here (planning puts prd.json here); anything it leaves is re-redacted.
+SWEEP_MAX_BYTES = 20 * 1024 * 1024
+
+
+class RunFolder:
+    """$REQDRIVE_WORK_DIR/runs/<run-id>/: what a person reads to see what a run did."""
+
+    def __init__(self, path: Path, redactor: Redactor) -> None:
+        self.path = path
+        self.redactor = redactor
+        path.mkdir(parents=True, exist_ok=True)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def prompt_path(self, iteration: int | str) -> Path:
+        return self.path / f"iteration-{iteration}.prompt.md"
+
+    def log_path(self, iteration: int | str) -> Path:
+        return self.path / f"iteration-{iteration}.log"
+
+    def gates_label(self, iteration: int) -> str:
+        return f"iteration-{iteration}"  # gates.run_gates writes <label>.gates.json
+
+    def patch_path(self, iteration: int) -> Path:
+        return self.path / f"iteration-{iteration}.patch"
+
+    def write_text(self, name: str | Path, text: str) -> Path:
+        path = self.path / name
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(self.redactor.redact(text))
+        os.replace(tmp, path)  # readers (a watching test, `tail -f`) never see half a file
+        return path
+
+    def write_json(self, name: str, data: Any) -> Path:
+        return self.write_text(name, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+    def append_progress(self, text: str) -> None:
+        with self.file(PROGRESS).open("a") as handle:
+            handle.write(self.redactor.redact(text.rstrip("\n") + "\n"))
+
+    def progress(self) -> str:
+        path = self.file(PROGRESS)
+        return path.read_text() if path.exists() else ""
+
+    def sweep(self) -> None:
+        """Redact every file in the folder in place: the agent can write here, and what it
+        writes must not keep a secret either."""
+        for path in self.path.rglob("*"):
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > SWEEP_MAX_BYTES:
+                continue
+            try:
+                text = path.read_text()
+            except (UnicodeDecodeError, OSError):
+                continue
+            clean = self.redactor.redact(text)
+            if clean != text:
+                path.write_text(clean)

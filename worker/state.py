@@ -1,0 +1,255 @@
+"""Run state and checkpoints: what a run has done, saved after every story, in Redis or a file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    import redis
+
+    from worker.gates import GateResult
+
+CHECKPOINT_KEY = "reqdrive:checkpoint:{run_id}"
+CHECKPOINT_TTL_S = 30 * 24 * 3600  # a paused run can be resumed for a month
+CHECKPOINT_FILE = "checkpoint.json"
+
+
+class RunStep(StrEnum):
+    """Where a run is, so a failure message can say where it stopped."""
+
+    PREFLIGHT = "preflight"
+    WORKSPACE = "workspace"
+    PLAN = "plan"
+    BASELINE = "baseline"
+    IMPLEMENT = "implement"
+    VERIFY = "verify"
+    DELIVER = "deliver"
+    DONE = "done"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class StoryState(StrEnum):
+    """The worker's verdict on a story; the agent's own claims never set it."""
+
+    PENDING = "pending"  # not tried yet, or tried and still has attempts left
+    PASSED = "passed"  # its gates passed (or added no failure to a failing baseline)
+    FAILED = "failed"  # every attempt failed
+    # Its gates fail on the base commit too and give no per-test results, so the worker
+    # cannot tell whether this story made things worse. Kept, never retried.
+    UNVERIFIED = "unverified"
+
+
+class AttemptOutcome(StrEnum):
+    """How one agent call on a story ended, as the worker judged it."""
+
+    PASSED = "passed"
+    UNVERIFIED = "unverified"
+    GATES_FAILED = "gates failed"
+    NO_CHANGES = "no changes"
+    AGENT_TIMED_OUT = "agent timed out"
+
+
+class StopReason(StrEnum):
+    """Why the implement loop stopped."""
+
+    ALL_STORIES_PASSED = "all stories passed"
+    STORIES_SETTLED = "no story left to try"  # some failed or are unverified
+    MAX_ITERATIONS = "maxIterations reached"
+    BUDGET_SPENT = "budgetUsd spent"
+    CANCELLED = "cancelled"
+
+
+class GateRecord(BaseModel):
+    """A gate result as the run keeps it (plain JSON, so it survives a checkpoint)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    output_tail: str = ""
+    failed_tests: list[str] | None = None
+
+    @classmethod
+    def of(cls, result: GateResult) -> GateRecord:
+        failed = None if result.failed_tests is None else sorted(result.failed_tests)
+        return cls(
+            name=result.name,
+            command=result.command,
+            passed=result.passed,
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            duration_s=result.duration_s,
+            output_tail=result.output_tail,
+            failed_tests=failed,
+        )
+
+
+class AttemptRecord(BaseModel):
+    """One agent call on one story and what the worker made of it."""
+
+    iteration: int
+    attempt: int
+    outcome: AttemptOutcome
+    reason: str = ""
+    commit: str | None = None
+    forbidden_writes: list[str] = Field(default_factory=list)
+    gates: list[GateRecord] = Field(default_factory=list)
+    agent_exit_code: int | None = None
+    cost_usd: float | None = None
+    duration_s: float = 0.0
+
+
+class StoryRecord(BaseModel):
+    """A story of the plan with the worker's verdict and the history of its attempts."""
+
+    id: str
+    title: str
+    priority: int
+    acceptance_criteria: list[str]
+    state: StoryState = StoryState.PENDING
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    commit: str | None = None
+
+    @property
+    def feedback(self) -> str | None:
+        """What the last failed attempt's gates said, for the next attempt's prompt."""
+        if not self.attempts or self.attempts[-1].outcome is AttemptOutcome.PASSED:
+            return None
+        last = self.attempts[-1]
+        failing = [g for g in last.gates if not g.passed]
+        if not failing:
+            return last.reason or None
+        return "\n\n".join(f"$ {g.command}\n{g.output_tail.strip()}" for g in failing)
+
+
+class Checkpoint(BaseModel):
+    """Everything needed to resume a run where it stopped, saved after every story."""
+
+    run_id: str
+    requirement_source: str
+    branch: str
+    base_ref: str
+    base_sha: str
+    status: RunStatus = RunStatus.RUNNING
+    step: RunStep = RunStep.WORKSPACE
+    # The last good commit: passed stories on top of the base. A resumed run starts here.
+    head_sha: str
+    pushed_sha: str | None = None
+    iteration: int = 0
+    plan_attempts: int = 0
+    prd: dict[str, object] | None = None
+    stories: list[StoryRecord] = Field(default_factory=list)
+    baseline: list[GateRecord] | None = None
+    cost_usd: float = 0.0
+    stop_reason: StopReason | None = None
+    error: str | None = None
+    started_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+
+    def story(self, story_id: str) -> StoryRecord:
+        for record in self.stories:
+            if record.id == story_id:
+                return record
+        raise KeyError(story_id)
+
+    def stories_in(self, *states: StoryState) -> list[StoryRecord]:
+        return [s for s in self.stories if s.state in states]
+
+
+class CheckpointStore(Protocol):
+    """Where checkpoints live: Redis for the service, a file beside the run for local runs."""
+
+    def load(self, run_id: str) -> Checkpoint | None: ...
+
+    def save(self, checkpoint: Checkpoint) -> None: ...
+
+
+class RedisCheckpointStore:
+    """Checkpoints in Redis, so a job retried on another machine finds them."""
+
+    def __init__(self, conn: redis.Redis, *, ttl_s: int = CHECKPOINT_TTL_S) -> None:
+        self._conn = conn
+        self._ttl_s = ttl_s
+
+    def load(self, run_id: str) -> Checkpoint | None:
+        raw = self._conn.get(CHECKPOINT_KEY.format(run_id=run_id))
+        return None if raw is None else Checkpoint.model_validate_json(raw)
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        checkpoint.updated_at = time.time()
+        key = CHECKPOINT_KEY.format(run_id=checkpoint.run_id)
+        self._conn.set(key, checkpoint.model_dump_json(), ex=self._ttl_s)
+
+
+class FileCheckpointStore:
+    """Checkpoints as runs/<run-id>/checkpoint.json, replaced atomically so a kill mid-write
+    leaves the previous checkpoint intact."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self._runs_dir = runs_dir
+
+    def path(self, run_id: str) -> Path:
+        return self._runs_dir / run_id / CHECKPOINT_FILE
+
+    def load(self, run_id: str) -> Checkpoint | None:
+        path = self.path(run_id)
+        if not path.exists():
+            return None
+        return Checkpoint.model_validate_json(path.read_text())
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        checkpoint.updated_at = time.time()
+        path = self.path(checkpoint.run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with tmp.open("w") as handle:
+                handle.write(checkpoint.model_dump_json(indent=2))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+
+class RunResult(BaseModel):
+    """What a run achieved, for the PR body, the console and the job's return value."""
+
+    run_id: str
+    requirement_source: str
+    project: str
+    branch: str
+    base_ref: str
+    base_sha: str
+    head_sha: str
+    stories: list[StoryRecord]
+    final_gates: list[GateRecord]
+    baseline_gates: list[GateRecord]
+    fixed_tests: list[str] = Field(default_factory=list)
+    remaining_tests: list[str] = Field(default_factory=list)
+    ready: bool
+    draft_reason: str | None = None
+    stop_reason: StopReason
+    cost_usd: float = 0.0
+    duration_s: float = 0.0
+    run_dir: str = ""
+
+    def count(self, state: StoryState) -> int:
+        return sum(1 for s in self.stories if s.state is state)

@@ -1,0 +1,190 @@
+"""The web process as the Procfile runs it: gunicorn's app factory, real HTTP, real Redis."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import redis
+from rq import Queue, SimpleWorker
+from rq.serializers import JSONSerializer
+
+from bot.intake import MAX_BODY_BYTES
+from tests.support import webhooks
+from worker.jobs import JOB_LOG_KEY
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+GUNICORN = Path(sys.executable).with_name("gunicorn")
+START_TIMEOUT_S = 30.0
+
+Reply = tuple[int, dict[str, object]]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+class WebProcess:
+    """gunicorn serving bot.app:create_app() from the environment, on a private port."""
+
+    def __init__(self, redis_url: str, log: Path) -> None:
+        self.port = free_port()
+        env = {
+            **os.environ,
+            "GITHUB_WEBHOOK_SECRET": webhooks.SECRET,
+            "REDIS_URL": redis_url,
+            "REQDRIVE_APP_SLUG": "reqdrive",
+        }
+        argv = [str(GUNICORN), "--no-control-socket", "--bind", f"127.0.0.1:{self.port}",
+                "--workers", "2", "--threads", "8", "bot.app:create_app()"]  # fmt: skip
+        self._log = log.open("wb")
+        self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log, stderr=self._log)
+        self._wait_until_listening(log)
+
+    def _wait_until_listening(self, log: Path) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited:\n{log.read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"gunicorn did not listen:\n{log.read_text()}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self._log.close()
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> Reply:  # fmt: skip
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            response = conn.getresponse()
+            data = response.read()
+        finally:
+            conn.close()
+        return response.status, json.loads(data) if data else {}
+
+    def deliver(self, event: str, body: bytes, **kwargs: str) -> Reply:
+        return self.request("POST", "/webhook", body, webhooks.headers(event, body, **kwargs))
+
+
+@pytest.fixture(scope="module")
+def web(redis_session_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebProcess]:
+    server = WebProcess(redis_session_url, tmp_path_factory.mktemp("web") / "gunicorn.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def web_without_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebProcess]:
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    server = WebProcess(dead, tmp_path_factory.mktemp("web-down") / "gunicorn.log")
+    yield server
+    server.stop()
+
+
+def queue(conn: redis.Redis) -> Queue:
+    return Queue("reqdrive", connection=conn, serializer=JSONSerializer)
+
+
+def test_a_trigger_is_queued_and_run_by_a_worker(web: WebProcess, redis_conn: redis.Redis) -> None:
+    status, answer = web.deliver("issues", webhooks.labeled(number=3))
+    assert status == 202
+    assert queue(redis_conn).job_ids == answer["job_ids"]
+    SimpleWorker([queue(redis_conn)], connection=redis_conn, serializer=JSONSerializer).work(
+        burst=True
+    )
+    [entry] = [json.loads(e) for e in redis_conn.lrange(JOB_LOG_KEY, 0, -1)]
+    assert (entry["job_id"], entry["requirement"]) == (answer["job_ids"][0], "ISSUE-3")  # type: ignore[index]
+
+
+def test_fifty_concurrent_deliveries_of_one_trigger_queue_one_job(
+    web: WebProcess, redis_conn: redis.Redis
+) -> None:
+    body = webhooks.push_of([(["docs/requirements/REQ-007-search.md"], [], [])])
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        replies = list(
+            pool.map(lambda n: web.deliver("push", body, delivery_id=f"guid-{n}"), range(50))
+        )
+    assert {status for status, _ in replies} == {202}
+    jobs = [answer["jobs"][0] for _, answer in replies]  # type: ignore[index]
+    assert len({job["id"] for job in jobs}) == 1
+    assert sorted(job["coalesced"] for job in jobs) == [False] + [True] * 49
+    assert queue(redis_conn).count == 1
+
+
+def test_the_same_delivery_twice_is_one_job(web: WebProcess, redis_conn: redis.Redis) -> None:
+    body = webhooks.comment("/reqdrive status")
+    first = web.deliver("issue_comment", body, delivery_id="guid-twice")
+    second = web.deliver("issue_comment", body, delivery_id="guid-twice")
+    assert first[0] == 202
+    assert second == (200, {"duplicate": True, **first[1]})
+    assert queue(redis_conn).count == 1
+
+
+def test_every_other_answer_of_the_table(web: WebProcess, redis_conn: redis.Redis) -> None:
+    body = webhooks.labeled()
+    signed = webhooks.headers("issues", body)
+    unsigned = {k: v for k, v in signed.items() if k != "X-Hub-Signature-256"}
+    no_delivery = {k: v for k, v in signed.items() if k != "X-GitHub-Delivery"}
+    ping = webhooks.example_bytes("ping", "payload.json")
+    assert web.request("POST", "/webhook", body, unsigned)[0] == 401
+    assert web.request("POST", "/webhook", body + b" ", signed)[0] == 401
+    assert web.request("POST", "/webhook", body, no_delivery)[0] == 400
+    assert web.deliver("issues", b"[]")[0] == 400
+    assert web.deliver("ping", ping)[0] == 200
+    assert web.deliver("issues", webhooks.labeled("bug"))[0] == 204
+    assert web.request("POST", "/webhook", b"junk", {"X-GitHub-Event": "star"})[0] == 204
+    assert web.request("GET", "/healthz") == (200, {"redis": "ok"})
+    assert queue(redis_conn).count == 0
+
+
+def test_a_body_declared_over_25_mib_is_refused_before_it_is_sent(web: WebProcess) -> None:
+    head = (
+        "POST /webhook HTTP/1.1\r\nHost: localhost\r\nX-GitHub-Event: issues\r\n"
+        f"Content-Length: {MAX_BODY_BYTES + 1}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", web.port), timeout=30) as s:
+        s.sendall(head.encode())  # the body never comes: the answer cannot depend on it
+        status_line = s.makefile("rb").readline()
+    assert status_line.split()[1] == b"413"
+
+
+def test_a_chunked_body_is_read_through_the_server(web: WebProcess) -> None:
+    body = webhooks.labeled()
+    conn = http.client.HTTPConnection("127.0.0.1", web.port, timeout=30)
+    conn.request("POST", "/webhook", body=iter([body[:1000], body[1000:]]),
+                 headers=webhooks.headers("issues", body), encode_chunked=True)  # fmt: skip
+    response = conn.getresponse()
+    assert response.status == 202
+    conn.close()
+
+
+def test_with_redis_down_triggers_are_refused_and_health_says_so(
+    web_without_redis: WebProcess,
+) -> None:
+    assert web_without_redis.deliver("issues", webhooks.labeled())[0] == 503
+    assert web_without_redis.request("GET", "/healthz")[0] == 503
+    assert (
+        web_without_redis.deliver("ping", webhooks.example_bytes("ping", "payload.json"))[0] == 200
+    )
+    assert web_without_redis.request("POST", "/webhook", b"", {"X-GitHub-Event": "star"})[0] == 204

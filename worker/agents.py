@@ -1,49 +1,315 @@
 """Coding-agent runners behind one protocol: claude, codex, aider and any command."""
 
-# CONTRACT (implemented by the agents/processes helper):
-#
-# @dataclass(frozen=True)
-# class AgentCall:
-#     prompt_file: Path        # the rendered prompt (also given on stdin)
-#     cwd: Path                # the worktree the agent works in
-#     run_dir: Path            # run folder; planning writes prd.json here
-#     home_dir: Path           # per-run HOME (and TMPDIR under it)
-#     log_path: Path           # iteration-N.log, written redacted
-#     timeout_s: float
-#     model: str | None = None
-#     max_turns: int = 30
-#
-# @dataclass(frozen=True)
-# class AgentOutcome:
-#     exit_code: int | None
-#     timed_out: bool
-#     duration_s: float
-#     cost_usd: float | None = None
-#     input_tokens: int | None = None
-#     output_tokens: int | None = None
-#     result_text: str = ""          # claude's final "result", else the output tail
-#     error: str | None = None       # e.g. "permission denied: Write" from permission_denials
-#     @property ok -> bool           # exit 0, not timed out, no error
-#
-# class AgentRunner(Protocol):
-#     name: str
-#     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome
-#
-# @dataclass(frozen=True)
-# class AgentSettings:                     # from repo config "agent" + service settings
-#     runner: str = "claude"                # claude | codex | aider | command
-#     model: str | None = None
-#     timeout_s: float = 1800
-#     command: str | None = None            # template for the command runner:
-#                                           # "{prompt_file}", "{cwd}", "{run_dir}" placeholders,
-#                                           # split with shlex AFTER substitution per argument
-#
-# def make_runner(settings: AgentSettings, *, redactor: Redactor,
-#                 source_env: Mapping[str, str] = os.environ) -> AgentRunner
-#
-# def agent_environment(home: Path, source_env: Mapping[str, str]) -> dict[str, str]
-#     allowlist: PATH, LANG, LC_*, TZ, TERM; HOME=home, TMPDIR=home/tmp; the agents' own keys
-#     ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL,
-#     CLAUDE_CODE_*, OPENAI_API_KEY, OPENAI_BASE_URL, and git identity GIT_AUTHOR_*/
-#     GIT_COMMITTER_*; nothing else (no GITHUB_TOKEN, REDIS_URL, GITHUB_PRIVATE_KEY...).
-#     The agent key values are added to the redactor as exact secrets.
+from __future__ import annotations
+
+import os
+import shlex
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from worker.exceptions import AgentError
+from worker.processes import ProcessOutcome, run_process
+from worker.redact import Redactor
+
+# What an agent may see of the worker's environment: enough to run tools, its own API
+# credentials and a git identity, nothing that reaches GitHub, Redis or the App's key.
+ALLOWED_VARIABLES = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "TZ",
+        "TERM",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        # `codex exec` reads its API key from here as well as OPENAI_API_KEY.
+        "CODEX_API_KEY",
+    }
+)
+ALLOWED_PREFIXES = ("LC_", "CLAUDE_CODE_", "GIT_AUTHOR_", "GIT_COMMITTER_")
+# Allowed variables holding credentials: their values are hidden from every log.
+SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET")
+PLACEHOLDERS = ("{prompt_file}", "{cwd}", "{run_dir}")
+
+
+@dataclass(frozen=True)
+class AgentCall:
+    """One agent invocation: what to read, where to work, where to log, how long."""
+
+    prompt_file: Path  # the rendered prompt (also given on stdin)
+    cwd: Path  # the worktree the agent works in
+    run_dir: Path  # run folder; planning writes prd.json here
+    home_dir: Path  # per-run HOME (and TMPDIR under it)
+    log_path: Path  # iteration-N.log, written redacted
+    timeout_s: float
+    model: str | None = None
+    max_turns: int = 30
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """How an agent call ended; `ok` says whether the worker may go on to check its work."""
+
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    result_text: str = ""  # claude's final "result", else the output tail
+    error: str | None = None  # e.g. "permission denied: Write" from permission_denials
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and self.error is None
+
+
+class AgentRunner(Protocol):
+    """Runs a coding agent on one prompt in one worktree."""
+
+    name: str
+
+    def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome: ...
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """Which agent to run and how, from the repo config's "agent" and the service settings."""
+
+    runner: str = "claude"  # claude | codex | aider | command
+    model: str | None = None
+    timeout_s: float = 1800
+    # Template for the command runner with "{prompt_file}", "{cwd}", "{run_dir}" placeholders.
+    # It is split with shlex first and the placeholders are filled inside each argument, so a
+    # path with spaces or shell syntax stays one argument and is never parsed as a command.
+    command: str | None = None
+
+
+def agent_environment(
+    home: Path, source_env: Mapping[str, str], *, redactor: Redactor | None = None
+) -> dict[str, str]:
+    """The agent's whole environment: allowlisted variables, HOME and TMPDIR of its own.
+
+    With a redactor, the values of the credentials passed on are registered as secrets.
+    """
+    env = {
+        name: value
+        for name, value in source_env.items()
+        if name in ALLOWED_VARIABLES or name.startswith(ALLOWED_PREFIXES)
+    }
+    env.setdefault("PATH", os.defpath)
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home)
+    env["TMPDIR"] = str(tmp)
+    if redactor is not None:
+        for name, value in env.items():
+            if any(part in name for part in SECRET_NAME_PARTS):
+                redactor.add_secret(value)
+    return env
+
+
+def make_runner(
+    settings: AgentSettings, *, redactor: Redactor, source_env: Mapping[str, str] = os.environ
+) -> AgentRunner:
+    """The runner settings.runner names; an unknown name or a missing template is an error."""
+    if settings.runner == "claude":
+        # Imported here: the claude runner depends on this module for its building blocks.
+        from worker.claude import ClaudeRunner
+
+        return ClaudeRunner(settings, redactor=redactor, source_env=source_env)
+    if settings.runner == "command":
+        return CommandRunner(settings, redactor=redactor, source_env=source_env)
+    if settings.runner == "codex":
+        return CodexRunner(settings, redactor=redactor, source_env=source_env)
+    if settings.runner == "aider":
+        return AiderRunner(settings, redactor=redactor, source_env=source_env)
+    raise AgentError(
+        f"unknown agent runner {settings.runner!r}: use claude, codex, aider or command"
+    )
+
+
+class _ProcessRunner:
+    """Shared body of the runners that start one CLI and judge it by its exit code."""
+
+    name = "process"
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        redactor: Redactor,
+        source_env: Mapping[str, str] = os.environ,
+        grace_s: float = 5.0,
+    ) -> None:
+        self.settings = settings
+        self.redactor = redactor
+        self.source_env = source_env
+        self.grace_s = grace_s
+
+    def argv(self, call: AgentCall) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self, call: AgentCall) -> dict[str, str]:
+        return agent_environment(call.home_dir, self.source_env, redactor=self.redactor)
+
+    def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
+        argv = self.argv(call)
+        try:
+            process = run_process(
+                argv,
+                cwd=call.cwd,
+                env=self.environment(call),
+                timeout_s=call.timeout_s,
+                log_path=call.log_path,
+                redactor=self.redactor,
+                stdin_path=call.prompt_file,
+                grace_s=self.grace_s,
+                cancel=cancel,
+            )
+        except OSError as error:
+            raise AgentError(
+                f"{self.name} agent could not be started ({argv[0]}): {error}"
+            ) from error
+        return self.outcome(call, process)
+
+    def outcome(self, call: AgentCall, process: ProcessOutcome) -> AgentOutcome:
+        return AgentOutcome(
+            exit_code=process.exit_code,
+            timed_out=process.timed_out,
+            duration_s=process.duration_s,
+            result_text=process.output_tail,
+            error=stop_reason(process, call.timeout_s),
+        )
+
+    def model(self, call: AgentCall) -> str | None:
+        return call.model or self.settings.model
+
+
+def stop_reason(process: ProcessOutcome, timeout_s: float) -> str | None:
+    """Why the worker stopped the process, or None when it ended by itself."""
+    if process.timed_out:
+        return f"timed out after {timeout_s:g}s"
+    if process.cancelled:
+        return "cancelled"
+    return None
+
+
+class CommandRunner(_ProcessRunner):
+    """Any executable, from a template; the prompt arrives on stdin and as {prompt_file}."""
+
+    name = "command"
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        redactor: Redactor,
+        source_env: Mapping[str, str] = os.environ,
+        grace_s: float = 5.0,
+    ) -> None:
+        super().__init__(settings, redactor=redactor, source_env=source_env, grace_s=grace_s)
+        if not settings.command or not settings.command.strip():
+            raise AgentError("the command agent needs a command template (REQDRIVE_AGENT_COMMAND)")
+        try:
+            self.template = shlex.split(settings.command)
+        except ValueError as error:
+            raise AgentError(f"agent command template cannot be parsed: {error}") from error
+
+    def argv(self, call: AgentCall) -> list[str]:
+        return fill_template(self.template, call)
+
+
+def fill_template(template: Sequence[str], call: AgentCall) -> list[str]:
+    """Fill placeholders inside already-split arguments: a value can never add an argument."""
+    values = {
+        "{prompt_file}": str(call.prompt_file),
+        "{cwd}": str(call.cwd),
+        "{run_dir}": str(call.run_dir),
+    }
+    argv = []
+    for argument in template:
+        for placeholder, value in values.items():
+            argument = argument.replace(placeholder, value)
+        argv.append(argument)
+    return argv
+
+
+class CodexRunner(_ProcessRunner):
+    """OpenAI's `codex exec`, non-interactive, allowed to write in the worktree."""
+
+    name = "codex"
+    executable = "codex"
+
+    def argv(self, call: AgentCall) -> list[str]:
+        # `exec` never asks for approval; `--sandbox workspace-write` lets it edit the worktree
+        # (the older spelling `--full-auto` is deprecated). Planning writes prd.json in the run
+        # folder, hence --add-dir. "-" reads the prompt from stdin, which is the prompt file.
+        argv = [self.executable, "exec", "--sandbox", "workspace-write", "--cd", str(call.cwd)]
+        argv += ["--add-dir", str(call.run_dir), "--skip-git-repo-check", "--color", "never"]
+        # No session rollout files: they would keep the unredacted conversation on disk.
+        argv += ["--ephemeral"]
+        argv += ["--output-last-message", str(self.last_message_path(call))]
+        model = self.model(call)
+        if model:
+            argv += ["--model", model]
+        return [*argv, "-"]
+
+    def last_message_path(self, call: AgentCall) -> Path:
+        return call.log_path.with_suffix(".codex-last-message.md")
+
+    def outcome(self, call: AgentCall, process: ProcessOutcome) -> AgentOutcome:
+        outcome = super().outcome(call, process)
+        final = redact_file(self.last_message_path(call), self.redactor)
+        return outcome if final is None else replace(outcome, result_text=final)
+
+
+class AiderRunner(_ProcessRunner):
+    """aider with one message from the prompt file, answering yes, never committing itself."""
+
+    name = "aider"
+    executable = "aider"
+
+    def argv(self, call: AgentCall) -> list[str]:
+        # The worker commits what the agent leaves, so aider must not commit or touch
+        # .gitignore; its history files go to the run's HOME instead of the worktree, where
+        # they would otherwise be committed with the story.
+        argv = [self.executable, "--yes-always", "--no-auto-commits", "--no-dirty-commits"]
+        argv += ["--no-gitignore", "--no-check-update", "--no-show-release-notes"]
+        argv += ["--analytics-disable", "--no-pretty", "--no-stream"]
+        for flag, path in self.history_files(call).items():
+            argv += [flag, str(path)]
+        argv += ["--message-file", str(call.prompt_file)]
+        model = self.model(call)
+        if model:
+            argv += ["--model", model]
+        return argv
+
+    def history_files(self, call: AgentCall) -> dict[str, Path]:
+        return {
+            "--chat-history-file": call.home_dir / "aider.chat.history.md",
+            "--input-history-file": call.home_dir / "aider.input.history",
+        }
+
+    def outcome(self, call: AgentCall, process: ProcessOutcome) -> AgentOutcome:
+        # The histories hold the whole conversation; the run's HOME may sit in the run folder.
+        for path in self.history_files(call).values():
+            redact_file(path, self.redactor)
+        return super().outcome(call, process)
+
+
+def redact_file(path: Path, redactor: Redactor) -> str | None:
+    """Redact a file an agent wrote, in place; return its redacted text, None if absent."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    redacted = redactor.redact(text)
+    path.write_text(redacted, encoding="utf-8")
+    return redacted

@@ -1,0 +1,313 @@
+"""`reqdrive up` and `reqdrive worker` as real processes: start, serve, replay, stop everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+from rq import Queue
+from rq.job import JobStatus
+from rq.serializers import JSONSerializer
+
+from tests.conftest import WEBHOOK_EXAMPLES
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+REQDRIVE = str(Path(sys.executable).parent / "reqdrive")
+LABELED = WEBHOOK_EXAMPLES / "issues" / "labeled.payload.json"
+LABELED_NAME = "bug"  # the label that example adds; made the trigger label below
+SECRET = "e2e-stack-secret"
+# Generous bounds so a busy machine only slows a test down; none of them is asserted on.
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 90.0
+
+
+@dataclass
+class Up:
+    """A running `reqdrive up` and what it printed."""
+
+    process: subprocess.Popen[str]
+    port: int
+    lines: list[str] = field(default_factory=list)
+    stderr: str = ""
+
+    def pids(self) -> dict[str, int]:
+        found = {}
+        for line in self.lines:
+            words = line.split()
+            if len(words) >= 3 and words[1] == "pid":
+                found[words[0]] = int(words[2])
+        return found
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GITHUB_", "REQDRIVE_")) and k not in ("REDIS_URL", "PORT")
+    }
+    return {**env, **extra}
+
+
+@contextmanager
+def running_up(cwd: Path, env: dict[str, str]) -> Iterator[Up]:
+    """`reqdrive up` in its own session; on the way out it is stopped and its pipes closed."""
+    port = _free_port()
+    # Its own session, so a test can send SIGINT to the whole group as a terminal's Ctrl-C does.
+    with subprocess.Popen(
+        [REQDRIVE, "up", "--port", str(port)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        up = Up(process, port)
+        assert process.stdout is not None and process.stderr is not None
+        stdout, stderr = process.stdout, process.stderr
+        reader = threading.Thread(target=lambda: up.lines.extend(iter(stdout.readline, "")))
+        reader.start()
+        try:
+            yield up
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=STOP_TIMEOUT_S)
+            reader.join()
+            up.stderr = stderr.read()
+
+
+def _wait_healthy(up: Up) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        assert up.process.poll() is None, f"reqdrive up exited early: {up.output()}"
+        if _status(f"http://127.0.0.1:{up.port}/healthz") == 200 and "Webhook URL" in up.output():
+            return
+        time.sleep(0.2)
+    pytest.fail(f"/healthz never answered 200: {up.output()}")
+
+
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local test server
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def _stop(up: Up, how: str) -> int:
+    if how == "ctrl-c":
+        os.killpg(up.process.pid, signal.SIGINT)
+    else:
+        up.process.send_signal(signal.SIGTERM)
+    return up.process.wait(timeout=STOP_TIMEOUT_S)  # the pids it printed are checked after
+
+
+def _group_gone(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture
+def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    # A short path: the embedded Redis socket must fit in a unix socket address (108 bytes).
+    directory = tmp_path_factory.mktemp("up")
+    (directory / ".env").write_text(
+        f"GITHUB_WEBHOOK_SECRET={SECRET}\nREQDRIVE_TRIGGER_LABEL={LABELED_NAME}\n"
+    )
+    yield directory
+
+
+def _replay(cwd: Path, port: int, event: str, payload: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [REQDRIVE, "replay", event, str(payload), "--url", f"http://127.0.0.1:{port}/webhook"],
+        cwd=cwd,
+        env=_clean_env(),  # the secret comes from the .env file, as for `up`
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _wait_for_text(path: Path, text: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{text!r} never appeared in {path}")
+
+
+def test_up_with_embedded_redis_serves_queues_and_stops_everything_on_ctrl_c(
+    stack_dir: Path,
+) -> None:
+    with running_up(stack_dir, _clean_env()) as up:
+        _wait_healthy(up)
+        pids = up.pids()
+        assert set(pids) == {"redis", "web", "worker"}
+        assert (stack_dir / ".reqdrive" / "redis" / "redis.sock").exists()
+        assert f"http://127.0.0.1:{up.port}/webhook" in up.output()
+
+        replayed = _replay(stack_dir, up.port, "issues", LABELED)
+        assert replayed.returncode == 0, replayed.stderr
+        status, _, body = replayed.stdout.partition("\n")
+        assert status == "202"
+        # The worker took the job off the queue the web process put it on.
+        job_id = json.loads(body)["job_ids"][0]
+        _wait_for_text(stack_dir / ".reqdrive" / "logs" / "worker.log", job_id)
+
+        code = _stop(up, "ctrl-c")
+
+    assert code == 0, up.stderr
+    assert _group_gone(pids["web"])  # gunicorn's master and its workers
+    assert _group_gone(pids["worker"])  # the RQ worker, its scheduler and any work horse
+    assert _process_gone(pids["redis"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="EmbeddedRedis starts redis-server in up's process group, so a terminal's Ctrl-C "
+    "stops Redis before the worker's warm shutdown; needs process_group=0 in bot/embedded_redis.py",
+)
+def test_ctrl_c_lets_the_worker_shut_down_warm_before_redis_stops(stack_dir: Path) -> None:
+    with running_up(stack_dir, _clean_env()) as up:
+        _wait_healthy(up)
+        worker_log = stack_dir / ".reqdrive" / "logs" / "worker.log"
+        _wait_for_text(worker_log, "Listening on reqdrive")
+        assert _stop(up, "ctrl-c") == 0
+    log = worker_log.read_text()
+    assert "warm shut down requested" in log
+    assert "Traceback" not in log, log[-2000:]
+
+
+def test_up_with_redis_url_starts_no_redis_and_stops_on_sigterm(
+    stack_dir: Path, redis_url: str, redis_conn: redis.Redis
+) -> None:
+    with running_up(stack_dir, _clean_env(REDIS_URL=redis_url)) as up:
+        _wait_healthy(up)
+        pids = up.pids()
+        assert set(pids) == {"web", "worker"}
+        assert "REDIS_URL (not started here)" in up.output()
+        assert not (stack_dir / ".reqdrive" / "redis").exists()
+        # The worker registered itself on the Redis it was given.
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not redis_conn.keys("rq:worker:*"):
+            assert time.monotonic() < deadline, "no RQ worker registered on REDIS_URL"
+            time.sleep(0.2)
+
+        code = _stop(up, "sigterm")
+
+    assert code == 0, up.stderr
+    assert _group_gone(pids["web"])
+    assert _group_gone(pids["worker"])
+
+
+def test_a_dead_child_stops_the_stack_and_is_named(stack_dir: Path, redis_url: str) -> None:
+    with running_up(stack_dir, _clean_env(REDIS_URL=redis_url)) as up:
+        _wait_healthy(up)
+        pids = up.pids()
+        os.killpg(pids["worker"], signal.SIGKILL)
+        code = up.process.wait(timeout=STOP_TIMEOUT_S)
+
+    assert code != 0
+    assert "worker exited unexpectedly" in up.stderr
+    assert _group_gone(pids["web"])
+
+
+def test_up_refuses_a_redis_url_that_does_not_answer(stack_dir: Path) -> None:
+    closed = f"redis://127.0.0.1:{_free_port()}/0"
+    result = subprocess.run(
+        [REQDRIVE, "up", "--port", str(_free_port())],
+        cwd=stack_dir,
+        env=_clean_env(REDIS_URL=closed),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "REDIS_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_up_refuses_to_start_without_the_secret(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [REQDRIVE, "up", "--port", str(_free_port())],
+        cwd=tmp_path,  # no .env here
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "GITHUB_WEBHOOK_SECRET" in result.stderr
+    assert not (tmp_path / ".reqdrive").exists()
+
+
+def test_env_file_never_overrides_the_real_environment(stack_dir: Path, redis_url: str) -> None:
+    # The .env says SECRET; the environment says otherwise, and the environment wins.
+    env = _clean_env(REDIS_URL=redis_url, GITHUB_WEBHOOK_SECRET="from-env")
+    with running_up(stack_dir, env) as up:
+        _wait_healthy(up)
+        replayed = _replay(stack_dir, up.port, "issues", LABELED)  # signs with the .env secret
+    assert replayed.stdout.startswith("401"), replayed.stdout
+
+
+def test_worker_runs_json_serialized_jobs_from_the_reqdrive_queue(
+    redis_url: str, redis_conn: redis.Redis
+) -> None:
+    # A JSON-serialized job with a stdlib function: only a JSONSerializer worker can run it.
+    job = Queue("reqdrive", connection=redis_conn, serializer=JSONSerializer).enqueue(
+        "math.sqrt", 16.0
+    )
+    result = subprocess.run(
+        [REQDRIVE, "worker", "--burst"],
+        env=_clean_env(REDIS_URL=redis_url, GITHUB_WEBHOOK_SECRET=SECRET),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    job.refresh()
+    assert job.get_status() == JobStatus.FINISHED
+    assert job.return_value() == 4.0

@@ -52,8 +52,13 @@ class DeliveryHeaders:
     signature: str | None  # X-Hub-Signature-256
 
 
+# Every refusal, in one place: the answer GitHub records for the delivery.
 TOO_LARGE = Answer(413, {"error": "body over 25 MiB"})
+UNSIGNED = Answer(401, {"error": "X-Hub-Signature-256 missing or wrong"})
+MALFORMED = Answer(400, {"error": "event/delivery headers missing or body not a JSON object"})
+PONG = Answer(200, {"ping": "ok"})
 IGNORED = Answer(204)
+QUEUE_DOWN = Answer(503, {"error": "queue unavailable; redeliver later"})
 
 
 def answer_from_headers(event_name: str | None, content_length: int | None) -> Answer | None:
@@ -93,14 +98,14 @@ class Intake:
     def receive(self, headers: DeliveryHeaders, body: bytes) -> Answer:
         """Answer one delivery whose headers passed answer_from_headers."""
         if not self._signed(body, headers.signature):
-            return Answer(401, {"error": "X-Hub-Signature-256 missing or wrong"})
+            log.warning("signature refused", extra={"delivery_id": _loggable(headers.delivery_id)})
+            return UNSIGNED
         event = _parse(headers, body)
         if event is None:
-            return Answer(
-                400, {"error": "event/delivery headers missing or body not a JSON object"}
-            )
+            log.info("malformed delivery", extra={"delivery_id": _loggable(headers.delivery_id)})
+            return MALFORMED
         if event.name == "ping":
-            return Answer(200, {"ping": "ok"})
+            return PONG
         triggers = triggers_for(event, self._ctx)
         if not triggers:
             return IGNORED
@@ -109,7 +114,7 @@ class Intake:
         except QueueUnavailable as exc:
             log.warning("queue unavailable", extra={"delivery_id": event.delivery_id,
                                                     "error": str(exc)})  # fmt: skip
-            return Answer(503, {"error": "queue unavailable; redeliver later"})
+            return QUEUE_DOWN
         return _accepted_answer(event, accepted)
 
     def _signed(self, body: bytes, signature: str | None) -> bool:
@@ -134,6 +139,11 @@ def _parse(headers: DeliveryHeaders, body: bytes) -> Event | None:
     except ValidationError:
         return None  # not JSON, not an object, or a field GitHub always sends has a wrong type
     return Event(name=name, delivery_id=delivery_id, payload=payload)
+
+
+def _loggable(delivery_id: str | None) -> str | None:
+    # Unverified header text: only a well-formed id goes into the log.
+    return delivery_id if delivery_id and DELIVERY_ID_RE.match(delivery_id) else None
 
 
 def _accepted_answer(event: Event, accepted: Accepted) -> Answer:

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.agents import AgentCall, AgentOutcome, AgentSettings, agent_environment
+from worker.agents import (
+    AgentCall,
+    AgentOutcome,
+    AgentSettings,
+    agent_environment,
+    stop_reason,
+)
+from worker.exceptions import AgentError
 from worker.processes import ProcessOutcome, run_process
 from worker.redact import Redactor
 
@@ -36,8 +44,6 @@ MAX_API_RETRIES = "2"
 GIT_NAME = "reqdrive"
 GIT_EMAIL = "reqdrive@users.noreply.github.com"
 TAIL_CHARS = 2000
-# Keys the agent is given; their values must never reach the log even if printed by a tool.
-AGENT_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class ClaudeResult:
     """The fields reqdrive uses from the CLI's final `{"type": "result"}` line."""
 
     subtype: str
+    terminal_reason: str
     is_error: bool
     text: str
     cost_usd: float | None
@@ -78,7 +85,9 @@ class ClaudeRunner:
     def argv(self, call: AgentCall) -> list[str]:
         """The command line; the prompt goes on stdin so no argument parsing can eat it."""
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]
-        argv += ["--permission-mode", "acceptEdits", "--allowedTools", *self.allowed_tools]
+        argv += ["--permission-mode", "acceptEdits"]
+        if self.allowed_tools:  # the option takes a list, so it must not stand empty
+            argv += ["--allowedTools", *self.allowed_tools]
         # Planning writes prd.json in the run folder, outside the worktree.
         argv += ["--add-dir", str(call.run_dir), "--max-turns", str(call.max_turns)]
         # A saved session would hold the whole unredacted conversation in the run's HOME, and
@@ -90,10 +99,10 @@ class ClaudeRunner:
         return argv
 
     def environment(self, call: AgentCall) -> dict[str, str]:
-        env = agent_environment(call.home_dir, self.source_env)
-        tmp = call.home_dir / "tmp"
-        tmp.mkdir(parents=True, exist_ok=True)
-        env["TMPDIR"] = env["CLAUDE_CODE_TMPDIR"] = str(tmp)
+        # The redactor learns the API key's value here: a tool may print it (`env`).
+        env = agent_environment(call.home_dir, self.source_env, redactor=self.redactor)
+        # Without this the CLI writes under /tmp/claude-<uid>/, shared by every run.
+        env["CLAUDE_CODE_TMPDIR"] = env["TMPDIR"]
         env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
         env["DISABLE_TELEMETRY"] = "1"
         env["DISABLE_AUTOUPDATER"] = "1"
@@ -102,25 +111,32 @@ class ClaudeRunner:
         for role in ("AUTHOR", "COMMITTER"):
             env.setdefault(f"GIT_{role}_NAME", GIT_NAME)
             env.setdefault(f"GIT_{role}_EMAIL", GIT_EMAIL)
-        for key in AGENT_KEY_VARIABLES:
-            if env.get(key):
-                self.redactor.add_secret(env[key])
         return env
 
     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
+        env = self.environment(call)
+        if shutil.which(self.executable, path=env.get("PATH", "")) is None:
+            raise AgentError(
+                f"the Claude Code CLI ({self.executable}) is not on PATH; install it with "
+                "`npm install -g @anthropic-ai/claude-code`"
+            )
         call.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # The log may hold earlier calls' output; only what this call appends is its own.
         start = call.log_path.stat().st_size if call.log_path.exists() else 0
-        process = run_process(
-            self.argv(call),
-            cwd=call.cwd,
-            env=self.environment(call),
-            timeout_s=call.timeout_s,
-            log_path=call.log_path,
-            redactor=self.redactor,
-            stdin_path=call.prompt_file,
-            grace_s=self.grace_s,
-            cancel=cancel,
-        )
+        try:
+            process = run_process(
+                self.argv(call),
+                cwd=call.cwd,
+                env=env,
+                timeout_s=call.timeout_s,
+                log_path=call.log_path,
+                redactor=self.redactor,
+                stdin_path=call.prompt_file,
+                grace_s=self.grace_s,
+                cancel=cancel,
+            )
+        except OSError as error:
+            raise AgentError(f"claude agent could not be started: {error}") from error
         return outcome_of(process, read_result(call.log_path, start), call.timeout_s)
 
 
@@ -154,6 +170,7 @@ def parse_result(event: Mapping[str, Any]) -> ClaudeResult:
     cost = event.get("total_cost_usd")
     return ClaudeResult(
         subtype=str(event.get("subtype", "")),
+        terminal_reason=str(event.get("terminal_reason") or ""),
         is_error=bool(event.get("is_error", False)),
         text=str(event.get("result", "")),
         cost_usd=float(cost) if isinstance(cost, int | float) else None,
@@ -191,7 +208,8 @@ def outcome_of(
     process: ProcessOutcome, result: ClaudeResult | None, timeout_s: float
 ) -> AgentOutcome:
     """Turn the process and its result line into one outcome with a reason when it failed."""
-    errors = [_stop_reason(process, timeout_s)] if process.exit_code is None else []
+    stopped = stop_reason(process, timeout_s)
+    errors = [stopped] if stopped else []
     if result is None:
         tail = process.output_tail[-TAIL_CHARS:]
         if not errors:
@@ -204,7 +222,9 @@ def outcome_of(
             error=errors[0],
         )
     if result.is_error:
-        errors.append(f"claude ended with {result.subtype or 'an error'}: {result.text[:500]}")
+        # An API failure still says subtype "success"; terminal_reason names it ("api_error").
+        reason = result.terminal_reason or result.subtype or "error"
+        errors.append(f"claude stopped ({reason}): {result.text[:500]}")
     if result.denials:
         # The exit code stays 0 when tools were refused, so this is the only sign of it.
         errors.append("permission denied: " + "; ".join(result.denials))
@@ -218,9 +238,3 @@ def outcome_of(
         result_text=result.text,
         error="; ".join(errors) or None,
     )
-
-
-def _stop_reason(process: ProcessOutcome, timeout_s: float) -> str:
-    if process.timed_out:
-        return f"timed out after {timeout_s:g}s"
-    return "cancelled" if process.cancelled else "stopped"

@@ -40,6 +40,7 @@ class Turn:
     tool_calls: tuple[ToolCall, ...] = ()
     stall: bool = False
     usage: Usage = Usage()
+    error_status: int = 0  # answer with this HTTP error instead of a message
 
 
 def say(text: str, usage: Usage = Usage()) -> Turn:
@@ -52,6 +53,10 @@ def use(*calls: ToolCall, usage: Usage = Usage()) -> Turn:
 
 def stall() -> Turn:
     return Turn(stall=True)
+
+
+def fail(status: int) -> Turn:
+    return Turn(error_status=status)
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,12 @@ def _block_events(
     ]
 
 
+def _error_body(status: int) -> bytes:
+    kind = {401: "authentication_error", 429: "rate_limit_error", 529: "overloaded_error"}
+    error = {"type": kind.get(status, "api_error"), "message": f"scripted error {status}"}
+    return json.dumps({"type": "error", "error": error}).encode()
+
+
 def _handler(state: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -222,6 +233,9 @@ def _handler(state: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             if turn.stall:
                 # Hold the connection open until the test ends: the CLI waits for a reply.
                 state.released.wait()
+                return
+            if turn.error_status:
+                self._send(turn.error_status, "application/json", _error_body(turn.error_status))
                 return
             model = str(body.get("model", MODEL))
             payload = "".join(

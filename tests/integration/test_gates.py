@@ -1,0 +1,188 @@
+"""Gates are real bash commands the worker runs and judges itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from worker.gates import GateResult, GateSpec, gate_specs, run_gates
+from worker.redact import REDACTED, Redactor
+
+ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
+TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa9"
+SAMPLE_TESTS = """
+def test_ok():
+    assert 1 + 1 == 2
+
+def test_broken():
+    assert 1 + 1 == 3
+"""
+
+
+def gate(name: str, command: str, **extra: object) -> GateSpec:
+    return GateSpec.model_validate({"name": name, "command": command, **extra})
+
+
+def run(
+    tmp_path: Path, specs: list[GateSpec], *, parallel: bool = False, fail_fast: bool = True
+) -> list[GateResult]:
+    return run_gates(
+        specs,
+        cwd=tmp_path,
+        env=ENV,
+        output_dir=tmp_path / "out",
+        label="iteration-1",
+        redactor=Redactor(),
+        parallel=parallel,
+        fail_fast=fail_fast,
+    )
+
+
+def test_gate_specs_are_tests_then_lint_then_custom() -> None:
+    custom = gate("types", "mypy .", timeout=60)
+    specs = gate_specs("pytest", "ruff check .", [custom])
+    assert [(s.name, s.command) for s in specs] == [
+        ("tests", "pytest"),
+        ("lint", "ruff check ."),
+        ("types", "mypy ."),
+    ]
+    assert specs[2].timeout_s == 60
+    assert gate_specs(None, "", []) == []
+
+
+def test_gate_spec_rejects_unknown_keys() -> None:
+    with pytest.raises(ValidationError, match="comand"):
+        GateSpec.model_validate({"name": "x", "command": "true", "comand": "typo"})
+
+
+def test_sequential_gates_stop_at_the_first_failure(tmp_path: Path) -> None:
+    specs = [
+        gate("first", "echo fine"),
+        gate("second", "echo broken; exit 4"),
+        gate("third", "touch third-ran"),
+    ]
+    results = run(tmp_path, specs)
+    assert [(r.name, r.passed, r.exit_code) for r in results] == [
+        ("first", True, 0),
+        ("second", False, 4),
+    ]
+    assert not (tmp_path / "third-ran").exists()
+    saved = json.loads((tmp_path / "out" / "iteration-1.gates.json").read_text())
+    assert [g["name"] for g in saved] == ["first", "second"]
+    assert saved[1]["exitCode"] == 4
+    assert (tmp_path / "out" / "iteration-1.second.log").read_text() == "broken\n"
+
+
+def test_without_fail_fast_every_gate_runs(tmp_path: Path) -> None:
+    specs = [gate("a", "exit 1"), gate("b", "touch b-ran")]
+    results = run(tmp_path, specs, fail_fast=False)
+    assert [r.passed for r in results] == [False, True]
+    assert (tmp_path / "b-ran").exists()
+
+
+def test_parallel_gates_run_at_the_same_time(tmp_path: Path) -> None:
+    # Each gate waits for the other to have started: run one after the other, the first
+    # would wait for the second until its timeout and fail.
+    specs = [
+        gate("a", "touch a.started; until [ -e b.started ]; do sleep 0.05; done", timeout=30),
+        gate("b", "touch b.started; until [ -e a.started ]; do sleep 0.05; done", timeout=30),
+    ]
+    results = run(tmp_path, specs, parallel=True)
+    assert [(r.name, r.passed) for r in results] == [("a", True), ("b", True)]
+
+
+def test_a_gate_that_hangs_fails_at_its_timeout(tmp_path: Path) -> None:
+    results = run(tmp_path, [gate("hang", "echo $$ > gate.pid; sleep 300", timeout=2)])
+    [result] = results
+    assert result.timed_out
+    assert not result.passed
+    assert result.exit_code is None
+    assert not running(int((tmp_path / "gate.pid").read_text()))
+
+
+def test_junit_results_name_the_failed_tests(tmp_path: Path) -> None:
+    (tmp_path / "test_sample.py").write_text(SAMPLE_TESTS)
+    python = shlex.quote(sys.executable)
+    command = (
+        f'{python} -m pytest -q -p no:cacheprovider --junitxml="$REQDRIVE_JUNIT_XML" test_sample.py'
+    )
+    [result] = run(tmp_path, [gate("tests", command, junit=True)])
+    assert not result.passed
+    assert result.exit_code == 1
+    assert result.failed_tests == frozenset({"test_sample::test_broken"})
+    saved = json.loads((tmp_path / "out" / "iteration-1.gates.json").read_text())
+    assert saved[0]["failedTests"] == ["test_sample::test_broken"]
+    assert (tmp_path / "out" / "iteration-1.tests.junit.xml").is_file()
+
+
+def test_missing_or_broken_junit_means_no_per_test_results(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    # A stale report from an earlier run must not be read as this run's.
+    (out / "iteration-1.silent.junit.xml").write_text(
+        '<testsuite><testcase classname="old" name="t"><failure/></testcase></testsuite>'
+    )
+    specs = [
+        gate("silent", "true", junit=True),
+        gate("garbled", 'echo "<testsuite><testcase" > "$REQDRIVE_JUNIT_XML"', junit=True),
+    ]
+    silent, garbled = run(tmp_path, specs)
+    assert silent.passed
+    assert silent.failed_tests is None
+    assert "no per-test results" in silent.output_tail
+    assert garbled.passed
+    assert garbled.failed_tests is None
+    assert "cannot be parsed" in garbled.output_tail
+
+
+def test_junit_variable_only_for_junit_gates(tmp_path: Path) -> None:
+    specs = [
+        gate("plain", 'echo "junit=${REQDRIVE_JUNIT_XML:-unset}"'),
+        gate("xml", 'echo "junit=$REQDRIVE_JUNIT_XML"', junit=True),
+    ]
+    plain, xml = run(tmp_path, specs)
+    assert plain.output_tail == "junit=unset\n"
+    assert xml.output_tail.startswith(f"junit={tmp_path / 'out' / 'iteration-1.xml.junit.xml'}\n")
+
+
+def test_gate_output_is_redacted_everywhere_it_is_kept(tmp_path: Path) -> None:
+    specs = [gate("type check/mypy", f"echo 'Authorization: token {TOKEN}'; exit 1")]
+    [result] = run(tmp_path, specs)
+    out = tmp_path / "out"
+    log = (out / "iteration-1.type_check_mypy.log").read_text()
+    assert log == f"Authorization: token {REDACTED}\n"
+    assert TOKEN not in result.output_tail
+    assert TOKEN not in (out / "iteration-1.gates.json").read_text()
+
+
+def test_a_cancelled_run_starts_no_further_gate(tmp_path: Path) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    results = run_gates(
+        [gate("tests", "touch ran")],
+        cwd=tmp_path,
+        env=ENV,
+        output_dir=tmp_path / "out",
+        label="final",
+        redactor=Redactor(),
+        cancel=cancel,
+    )
+    assert results == []
+    assert not (tmp_path / "ran").exists()
+    assert json.loads((tmp_path / "out" / "final.gates.json").read_text()) == []
+
+
+def running(pid: int) -> bool:
+    """Whether pid is a process that can still run (zombies waiting for a reaper don't)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"

@@ -176,3 +176,13 @@ def test_replies_get_an_id_per_comment_apart_from_the_run() -> None:
 def test_job_ids_never_carry_raw_user_text(requirement: str) -> None:
     job_id = job_id_for(request(requirement=requirement))
     assert re.fullmatch(r"[a-z0-9-]{1,80}", job_id), job_id
+
+
+def test_a_job_refuses_arguments_meant_for_another_kind(redis_conn: redis.Redis) -> None:
+    q = queue(redis_conn)
+    job = q.enqueue_call("worker.jobs.cancel_run", kwargs=request().model_dump(mode="json"))
+    SimpleWorker([q], connection=redis_conn, serializer=JSONSerializer).work(burst=True)
+    job = fetch(redis_conn, job.id)
+    assert job.get_status() == JobStatus.FAILED
+    assert "a run request reached the cancel job" in job.latest_result().exc_string
+    assert redis_conn.llen(JOB_LOG_KEY) == 0

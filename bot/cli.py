@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from bot.exceptions import ConfigurationError
-from bot.settings import Settings, load_settings
+from bot.settings import load_settings
 
 # The production web server, run as `python -m <first item>` by `reqdrive serve` (the Procfile's
 # web process) and by `reqdrive up`; switching servers is a change to this one line. gunicorn's
@@ -18,8 +18,6 @@ WEB_SERVER = ("gunicorn", "--no-control-socket", "--bind", "{host}:{port}", "bot
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3000
-# Where `reqdrive worker` looks when REDIS_URL is unset: the usual local server.
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,10 +77,6 @@ def web_server_argv(host: str, port: int) -> list[str]:
     return [sys.executable, "-m", module, *(a.format(host=host, port=port) for a in args)]
 
 
-def redis_url(settings: Settings) -> str:
-    return settings.redis_url or DEFAULT_REDIS_URL
-
-
 def _up(args: argparse.Namespace) -> int:
     from bot.stack import run_stack  # the stack pulls in process handling only `up` needs
 
@@ -104,8 +98,11 @@ def _worker(args: argparse.Namespace) -> int:
     from rq import Worker
     from rq.serializers import JSONSerializer
 
+    from bot.app import DEFAULT_REDIS_URL  # the worker reads the Redis the web process writes
+
     settings = load_settings()
-    connection = redis.Redis.from_url(redis_url(settings))
+    # No socket timeout, unlike the web's client: the worker blocks on the queue on purpose.
+    connection = redis.Redis.from_url(settings.redis_url or DEFAULT_REDIS_URL)
     # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.
     worker = Worker([settings.reqdrive_queue], connection=connection, serializer=JSONSerializer)
     worker.work(burst=args.burst, with_scheduler=True, logging_level="INFO")

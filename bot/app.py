@@ -24,7 +24,7 @@ from bot.intake import (
 from bot.settings import Settings, load_settings
 from bot.triggers import TriggerContext
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # `reqdrive up` sets REDIS_URL for its children
 # A dead Redis must turn into a 503 in about a second, not hang a worker thread.
 REDIS_CONNECT_TIMEOUT_S = 1.0
 REDIS_SOCKET_TIMEOUT_S = 2.0
@@ -50,6 +50,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 def redis_connection(url: str) -> redis.Redis:
     """One client (and pool) per process; redis-py makes a fresh pool after a fork."""
     # One immediate retry covers a pooled connection Redis closed; more would only delay a 503.
+    # Retrying the accept script is safe: if it had run, the delivery key answers "duplicate".
     return redis.Redis.from_url(
         url,
         socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,

@@ -24,7 +24,7 @@ from bot.intake import (
 from bot.settings import Settings, load_settings
 from bot.triggers import TriggerContext
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # `reqdrive up` sets REDIS_URL for its children
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # REDIS_URL unset: the local Redis
 # A dead Redis must turn into a 503 in about a second, not hang a worker thread.
 REDIS_CONNECT_TIMEOUT_S = 1.0
 REDIS_SOCKET_TIMEOUT_S = 2.0

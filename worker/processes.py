@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import selectors
 import signal
@@ -18,6 +20,7 @@ from typing import IO
 
 from worker.redact import LineRedactor, Redactor
 
+LOG = logging.getLogger(__name__)
 MARK_VAR = "REQDRIVE_PROCESS_MARK"
 TAIL_CHARS = 64 * 1024
 # A "line" longer than this is flushed without its newline, so binary output cannot grow the
@@ -74,6 +77,8 @@ def run_process(
         try:
             stopped_by = _wait_exit(proc.pid, started + timeout_s, cancel)
             if stopped_by is not None or _leftovers(proc.pid, mark):
+                reason = stopped_by or "left behind"
+                LOG.info("stopping process tree", extra={"reason": reason, "program": argv[0]})
                 _signal_all(proc.pid, mark, signal.SIGTERM)
                 _wait_gone(proc.pid, mark, grace_s)
         finally:
@@ -168,7 +173,10 @@ def _signal_pid(pid: int, mark: str, sig: signal.Signals) -> None:
     # marker is re-read through the pinned pid before signalling.
     try:
         fd = os.pidfd_open(pid)
-    except OSError:
+    except OSError as error:
+        if error.errno == errno.ENOSYS:  # kernels before 5.3: no pinning, signal by pid
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
         return
     try:
         if _needle(mark) in _environ(pid).split(b"\0"):

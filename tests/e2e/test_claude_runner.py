@@ -167,7 +167,9 @@ def test_refused_tools_make_the_outcome_an_error(
     agent_env: pytest.MonkeyPatch, story_repo: Path, tmp_path: Path
 ) -> None:
     outside = tmp_path / "outside.txt"
+    prd = tmp_path / "run" / "prd.json"  # the run folder is open to it through --add-dir
     script = [
+        use(ToolCall("Write", {"file_path": str(prd), "content": "{}\n"})),
         use(ToolCall("Write", {"file_path": str(outside), "content": "escaped\n"})),
         use(ToolCall("Bash", {"command": "curl -s http://127.0.0.1:9/"})),
         say("Done, I think."),
@@ -182,7 +184,9 @@ def test_refused_tools_make_the_outcome_an_error(
     assert f"Write {outside}" in outcome.error
     assert "Bash curl -s http://127.0.0.1:9/" in outcome.error
     assert not outside.exists()
-    assert [r.get("is_error") for r in results] == [True, True]
+    assert prd.read_text() == "{}\n"
+    assert "prd.json" not in outcome.error
+    assert [bool(r.get("is_error")) for r in results] == [False, True, True]
 
 
 def test_agent_sees_no_worker_secrets_and_its_key_stays_out_of_the_log(
@@ -210,6 +214,10 @@ def test_agent_sees_no_worker_secrets_and_its_key_stays_out_of_the_log(
     assert FAKE_API_KEY not in log  # ...with the key hidden, in tool output and final text
     assert FAKE_API_KEY not in outcome.result_text
     assert "[REDACTED]" in outcome.result_text
+    # The run's HOME may live in the run folder: no saved transcript may keep the key there.
+    key = FAKE_API_KEY.encode()
+    kept = [p for p in call.home_dir.rglob("*") if p.is_file() and key in p.read_bytes()]
+    assert kept == []
 
 
 def test_an_api_error_ends_the_call_with_its_reason(

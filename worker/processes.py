@@ -241,7 +241,7 @@ class _OutputPump:
         self._stream.close()
 
     def tail(self) -> str:
-        return "".join(self._tail)
+        return "".join(self._tail)[-TAIL_CHARS:]
 
     def _run(self) -> None:
         pending = b""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.processes import MARK_VAR, ProcessOutcome, marked_pids, run_process
+from worker.processes import MARK_VAR, TAIL_CHARS, ProcessOutcome, marked_pids, run_process
 from worker.redact import REDACTED, Redactor
 
 TOKEN = "ghs_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
@@ -118,6 +118,32 @@ def test_a_token_split_across_writes_never_reaches_disk(tmp_path: Path) -> None:
     assert "bad bytes \ufffd\ufffd end\n" in text
     assert text.endswith(f"and-no-newline {REDACTED}")
     assert TOKEN not in outcome.output_tail
+
+
+def test_a_private_key_printed_line_by_line_is_hidden_whole(tmp_path: Path) -> None:
+    body = "MIIEowIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3aozN3tihPmljnnudb9G3HECdnH"
+    script = (
+        "echo before; echo '-----BEGIN OPENSSH PRIVATE KEY-----'; sleep 0.2; "
+        f"echo '{body}'; echo '-----END OPENSSH PRIVATE KEY-----'; echo after"
+    )
+    _, log = bash(script, tmp_path)
+    assert log == f"before\n{REDACTED}\nafter\n"
+
+
+def test_a_huge_line_without_newline_is_kept(tmp_path: Path) -> None:
+    code = "import sys; sys.stdout.write('x' * (3 * 1024 * 1024))"
+    log = tmp_path / "huge.log"
+    outcome = run_process(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=BASE_ENV,
+        timeout_s=60,
+        log_path=log,
+        redactor=Redactor(),
+    )
+    assert outcome.exit_code == 0
+    assert log.stat().st_size == 3 * 1024 * 1024
+    assert outcome.output_tail == "x" * TAIL_CHARS
 
 
 def test_log_is_appended_not_replaced(tmp_path: Path) -> None:

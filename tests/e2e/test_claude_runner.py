@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +97,10 @@ def run_claude(
     server: FakeAnthropic, tmp_path: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any
 ) -> tuple[AgentOutcome, AgentCall]:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    cancel = kw.pop("cancel", None)
     call = story_call(tmp_path, cwd, **kw)
     runner = make_runner(AgentSettings(runner="claude"), redactor=Redactor())
-    return runner.run(call), call
+    return runner.run(call, cancel=cancel), call
 
 
 def result_line(log_path: Path) -> dict[str, Any]:
@@ -233,16 +236,36 @@ def test_an_api_error_ends_the_call_with_its_reason(
     assert 1 < len(server.message_requests()) < 5
 
 
+def test_a_cancelled_call_stops_at_once_with_everything_it_started(
+    agent_env: pytest.MonkeyPatch, story_repo: Path, tmp_path: Path
+) -> None:
+    pid_file = story_repo / "background.pid"
+    script = [
+        use(ToolCall("Bash", {"command": background_sleeper(pid_file), "run_in_background": True})),
+        stall(),
+    ]
+    cancel = threading.Event()
+    with fake_anthropic(script) as server:
+        canceller = threading.Thread(
+            target=cancel_when_started, args=(server, pid_file, cancel), daemon=True
+        )
+        canceller.start()
+        outcome, call = run_claude(server, tmp_path, story_repo, agent_env, cancel=cancel)
+        canceller.join()
+
+    assert cancel.is_set()
+    assert not outcome.timed_out and outcome.exit_code is None
+    assert outcome.error == "cancelled"
+    assert not alive(int(pid_file.read_text()))
+    assert processes_with_env(f"HOME={call.home_dir}") == []
+
+
 def test_a_stalled_api_is_killed_at_the_timeout_with_everything_it_started(
     agent_env: pytest.MonkeyPatch, story_repo: Path, tmp_path: Path
 ) -> None:
     pid_file = story_repo / "background.pid"
-    background = (
-        "python3 -c 'import os, time; "
-        f'open("{pid_file}", "w").write(str(os.getpid())); time.sleep(600)\''
-    )
     script = [
-        use(ToolCall("Bash", {"command": background, "run_in_background": True})),
+        use(ToolCall("Bash", {"command": background_sleeper(pid_file), "run_in_background": True})),
         stall(),
     ]
     with fake_anthropic(script) as server:
@@ -256,6 +279,24 @@ def test_a_stalled_api_is_killed_at_the_timeout_with_everything_it_started(
     assert pid_file.exists()
     assert not alive(int(pid_file.read_text()))
     assert processes_with_env(f"HOME={call.home_dir}") == []
+
+
+def cancel_when_started(server: FakeAnthropic, pid_file: Path, cancel: threading.Event) -> None:
+    """Cancel once the CLI waits on its second reply and its background command runs."""
+    if not server.wait_for_messages(2, timeout_s=120):
+        return
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cancel.set()
+
+
+def background_sleeper(pid_file: Path) -> str:
+    """A command that records its pid and sleeps long after any test would have ended."""
+    return (
+        "python3 -c 'import os, time; "
+        f'open("{pid_file}", "w").write(str(os.getpid())); time.sleep(600)\''
+    )
 
 
 def alive(pid: int) -> bool:

@@ -117,16 +117,25 @@ class FakeAnthropic:
     url: str = ""
     requests: list[RecordedRequest] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Condition = field(default_factory=threading.Condition)
     _ids: Iterator[int] = field(default_factory=itertools.count)
 
     def message_requests(self) -> list[RecordedRequest]:
         with self._lock:
             return [r for r in self.requests if r.path.startswith(MESSAGES_PATH)]
 
+    def wait_for_messages(self, count: int, timeout_s: float) -> bool:
+        """Block until `count` message requests arrived; False if they did not in time."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: sum(r.path.startswith(MESSAGES_PATH) for r in self.requests) >= count,
+                timeout_s,
+            )
+
     def _record(self, request: RecordedRequest) -> tuple[Turn, int]:
         with self._lock:
             self.requests.append(request)
+            self._lock.notify_all()
             # An exhausted script ends the conversation instead of hanging the CLI.
             turn = self.script.pop(0) if self.script else say("(script exhausted)")
             return turn, next(self._ids)

@@ -1,0 +1,110 @@
+"""A requirement that arrives with its failing tests: stories are judged by what they add."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_pipeline import MakeProject, Project, prd, project_factory
+from worker.state import AttemptOutcome, StoryState
+
+JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"
+# The requirement's own tests, committed before any code: all three fail on the base commit.
+REQ_TESTS = "".join(
+    f"def test_{name}():\n    from req import {name}\n    assert {name}() == '{name}'\n\n\n"
+    for name in ("a", "b", "c")
+)
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> MakeProject:
+    return project_factory(tmp_path)
+
+
+def module(**returns: str) -> dict[str, Any]:
+    body = "".join(f"def {name}():\n    return {value!r}\n\n\n" for name, value in returns.items())
+    return {"write": {"req.py": body}}
+
+
+def red_project(make_project: MakeProject, *, junit: bool) -> Project:
+    command = JUNIT_TESTS if junit else JUNIT_TESTS.split(" --junitxml")[0]
+    return make_project(
+        {"testCommand": None, "gates": [{"name": "tests", "command": command, "junit": junit}]},
+        files={"tests/test_req.py": REQ_TESTS},
+    )
+
+
+def test_on_a_failing_baseline_stories_pass_as_they_stop_adding_failures(
+    make_project: MakeProject,
+) -> None:
+    project = red_project(make_project, junit=True)
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {
+                "US-001": [module(a="a")],
+                # Attempt 1 delivers b but breaks a, which US-001 had fixed: a new failure.
+                "US-002": [module(a="broken", b="b"), module(a="a", b="b")],
+            },
+        }
+    )
+    result = project.run(scenario)
+
+    first, second = result.stories
+    assert first.state is StoryState.PASSED and first.attempts[0].reason == "added no failing test"
+    assert [a.outcome for a in second.attempts] == [
+        AttemptOutcome.GATES_FAILED,
+        AttemptOutcome.PASSED,
+    ]
+    assert "new failing tests" in second.attempts[0].reason
+    assert "test_a" in second.attempts[0].reason
+    # test_c was failing before the run and still is: listed, and the PR stays a draft.
+    assert [t.rsplit("test_", 1)[-1] for t in result.fixed_tests] == ["a", "b"]
+    assert [t.rsplit("test_", 1)[-1] for t in result.remaining_tests] == ["c"]
+    assert not result.ready
+    assert result.draft_reason == "the final checks fail on the branch: tests"
+    body = (project.run_dir() / "pr.md").read_text()
+    assert "Fixed by this branch (2)" in body and "Still failing (1)" in body
+    summary = json.loads((project.run_dir() / "verification-summary.json").read_text())
+    assert len(summary["baseline_remaining_tests"]) == 1
+
+
+def test_when_the_stories_fix_every_baseline_failure_the_pr_is_ready(
+    make_project: MakeProject,
+) -> None:
+    project = red_project(make_project, junit=True)
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {"US-001": [module(a="a", b="b")], "US-002": [module(a="a", b="b", c="c")]},
+        }
+    )
+    result = project.run(scenario)
+    assert [s.state for s in result.stories] == [StoryState.PASSED] * 2
+    assert len(result.fixed_tests) == 3 and result.remaining_tests == []
+    assert result.ready
+
+
+def test_without_per_test_results_stories_on_a_failing_baseline_are_unverified(
+    make_project: MakeProject,
+) -> None:
+    project = red_project(make_project, junit=False)
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {"US-001": [module(a="a")], "US-002": [module(a="a", b="b", c="c")]},
+        }
+    )
+    result = project.run(scenario)
+    first, second = result.stories
+    assert first.state is StoryState.UNVERIFIED
+    assert "reports no per-test results" in first.attempts[0].reason
+    assert first.commit is not None  # kept on the branch, not retried
+    # The last story turns every gate green: that is a pass, and the final check makes it ready.
+    assert second.state is StoryState.PASSED
+    assert result.ready
+    assert project.calls().count("US-001 1") == 1 and "US-001 2" not in project.calls()

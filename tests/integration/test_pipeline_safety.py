@@ -1,0 +1,121 @@
+"""What the agent cannot do: outlive its timeout, see the worker's secrets, leak a token."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_pipeline import MakeProject, git, implement, prd, project_factory
+from worker.state import AttemptOutcome, StoryState
+
+TOKEN = "ghp_" + "a1B2c3D4e5" * 4  # a GitHub personal token's shape
+WORKER_SECRET = "worker-only-secret-value-42"
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> MakeProject:
+    return project_factory(tmp_path)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie has exited; only its parent has not collected it yet.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_hanging_agent_is_killed_at_the_timeout_with_its_setsid_child(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"agent": {"timeout": 2}, "maxStoryRetries": 2})
+    pids_file = project.tmp / "pids.txt"
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(1)}],
+            "stories": {
+                "US-001": [
+                    {
+                        "hang": 300,
+                        "pids_file": str(pids_file),
+                        "write": {"half_done.py": "x = 1\n"},
+                    },
+                    implement(1),
+                ]
+            },
+        }
+    )
+    result = project.run(scenario)
+
+    agent_pid, child_pid = (int(p) for p in pids_file.read_text().split())
+    assert not alive(agent_pid) and not alive(child_pid)
+    first, second = result.stories[0].attempts
+    assert first.outcome is AttemptOutcome.AGENT_TIMED_OUT
+    assert "did not finish within 2s" in first.reason
+    assert second.outcome is AttemptOutcome.PASSED
+    # What the hung attempt left behind did not reach the branch.
+    assert "half_done.py" not in project.branch_files()
+    assert result.ready
+
+
+def test_the_agent_sees_no_worker_secret_and_its_printed_token_is_in_no_file(
+    make_project: MakeProject,
+) -> None:
+    project = make_project()
+    env_dump = project.tmp / "agent-env.json"
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(1), "print": f"planning with {TOKEN}"}],
+            "stories": {
+                "US-001": [
+                    {**implement(1), "print": f"my token is {TOKEN}", "dump_env": str(env_dump)}
+                ]
+            },
+        }
+    )
+    worker_env = {
+        "PATH": "/usr/bin:/bin",
+        "GITHUB_TOKEN": WORKER_SECRET,
+        "REDIS_URL": "redis://:hunter2-password@127.0.0.1:6379/0",
+        "GITHUB_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----",
+        "ANTHROPIC_API_KEY": "sk-ant-api03-" + "k" * 30,
+    }
+    result = project.run(scenario, source_env=worker_env, secrets=(WORKER_SECRET,))
+    assert result.stories[0].state is StoryState.PASSED
+
+    seen = json.loads(env_dump.read_text())
+    assert "GITHUB_TOKEN" not in seen and "REDIS_URL" not in seen
+    assert "GITHUB_PRIVATE_KEY" not in seen
+    assert seen["ANTHROPIC_API_KEY"] == worker_env["ANTHROPIC_API_KEY"]  # its own key it keeps
+    files = [p for p in project.run_dir().rglob("*") if p.is_file()]
+    assert any("my token is [REDACTED]" in p.read_text() for p in files)
+    for path in files:
+        text = path.read_text(errors="replace")
+        assert TOKEN not in text, path
+        assert worker_env["ANTHROPIC_API_KEY"] not in text, path
+
+
+def test_an_agent_claiming_passes_true_for_failing_tests_is_recorded_as_failed(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"maxStoryRetries": 1})
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(1)}],
+            "stories": {"US-001": [{**implement(1, correct=False), "claim_passes": True}]},
+        }
+    )
+    result = project.run(scenario)
+    record = result.stories[0]
+    assert record.state is StoryState.FAILED
+    assert record.attempts[0].outcome is AttemptOutcome.GATES_FAILED
+    assert not result.ready
+    # Nothing passed, so nothing was pushed.
+    assert git(project.remote, "branch", "--list", "reqdrive/*") == ""
+    stored = json.loads((project.run_dir() / "prd.json").read_text())
+    assert stored["userStories"][0]["passes"] is False

@@ -1,0 +1,176 @@
+"""`reqdrive run`: the engine on a local checkout, with live progress on the console."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from pathlib import Path
+from types import FrameType
+
+from worker.exceptions import (
+    AgentError,
+    GitError,
+    PrdError,
+    PreflightError,
+    RepoConfigError,
+    ReqdriveError,
+    ResumeError,
+    WorkspaceError,
+)
+from worker.pipeline import Pipeline, Requirement, RunSpec
+from worker.reporting import ConsoleReporter
+from worker.state import FileCheckpointStore, StopReason
+from worker.workspace import run_git, slugify
+
+# Environment variables whose values are secrets wherever they appear in output.
+SECRET_ENV_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE_KEY|API_KEY|REDIS_URL", re.IGNORECASE)
+# An argument that looks like a file name but names no file is a typo, not requirement text.
+PATH_LIKE_RE = re.compile(r"^\S+\.(md|txt|markdown)$", re.IGNORECASE)
+
+
+class ExitCode(IntEnum):
+    """The seeds' exit codes, kept so scripts written for them still work."""
+
+    SUCCESS = 0
+    GENERAL_ERROR = 1
+    MISSING_DEPENDENCY = 2
+    CONFIG_ERROR = 3
+    GIT_ERROR = 4
+    AGENT_ERROR = 5
+    PR_ERROR = 6
+    USER_ABORT = 7
+    PREFLIGHT_FAILED = 8
+
+
+# One table from failure to exit code; the message is the exception's own sentence.
+EXIT_CODES: tuple[tuple[type[ReqdriveError], ExitCode], ...] = (
+    (PreflightError, ExitCode.PREFLIGHT_FAILED),
+    (RepoConfigError, ExitCode.CONFIG_ERROR),
+    (GitError, ExitCode.GIT_ERROR),
+    (WorkspaceError, ExitCode.GIT_ERROR),
+    (ResumeError, ExitCode.GIT_ERROR),
+    (PrdError, ExitCode.AGENT_ERROR),
+    (AgentError, ExitCode.AGENT_ERROR),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reqdrive run",
+        description="Plan a requirement into stories, implement them with a coding agent on "
+        "branch reqdrive/<slug>, verify every story with the repository's own checks, and write "
+        "the pull request body to the run folder. Your working tree is not touched.",
+    )
+    parser.add_argument("requirement", help="a requirement file (REQ-001-x.md) or the text itself")
+    parser.add_argument("--agent", choices=["claude", "codex", "aider", "command"])
+    parser.add_argument(
+        "--agent-command",
+        help="template for --agent command, with {prompt_file}, {cwd} and {run_dir} placeholders",
+    )
+    parser.add_argument("--run-id", help="resume or name a run (default: the requirement's slug)")
+    parser.add_argument(
+        "--work-dir", type=Path, help="default $REQDRIVE_WORK_DIR or <repo>/.reqdrive"
+    )
+    parser.add_argument("--base", help="base branch (default: the branch checked out)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, _cancel_on(cancel))
+    try:
+        spec = _spec(args)
+        store = FileCheckpointStore(spec.work_dir / "runs")
+        pipeline = Pipeline(spec, reporter=ConsoleReporter(), checkpoints=store, cancel=cancel)
+        result = pipeline.run()
+    except ReqdriveError as error:
+        print(f"reqdrive run: {error}", file=sys.stderr)
+        return int(_exit_code(error))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if result.stop_reason is StopReason.CANCELLED:
+        return int(ExitCode.USER_ABORT)
+    return int(ExitCode.SUCCESS)
+
+
+def _cancel_on(cancel: threading.Event) -> Callable[[int, FrameType | None], None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        print("reqdrive run: stopping after the current step (Ctrl-C)", file=sys.stderr)
+        cancel.set()
+
+    return handler
+
+
+def _exit_code(error: ReqdriveError) -> ExitCode:
+    for kind, code in EXIT_CODES:
+        if isinstance(error, kind):
+            return code
+    return ExitCode.GENERAL_ERROR
+
+
+def _spec(args: argparse.Namespace) -> RunSpec:
+    root = _repo_root(Path.cwd())
+    requirement = _requirement(args.requirement, root)
+    base = args.base or _current_branch(root)
+    if not run_git(
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{base}"], cwd=root, check=False
+    ):
+        raise PreflightError(f"base branch {base!r} does not exist in {root}")
+    env = dict(os.environ)
+    work_dir = args.work_dir or Path(env.get("REQDRIVE_WORK_DIR") or root / ".reqdrive")
+    return RunSpec(
+        run_id=args.run_id or requirement.slug,
+        requirement=requirement,
+        remote_url=str(root),  # the branch is pushed back to this checkout, never checked out
+        work_dir=work_dir.resolve(),
+        base_ref=base,
+        agent_runner=args.agent,
+        agent_command=args.agent_command,
+        secrets=tuple(v for k, v in env.items() if SECRET_ENV_RE.search(k) and v),
+        source_env=env,
+    )
+
+
+def _repo_root(cwd: Path) -> Path:
+    root = run_git(["rev-parse", "--show-toplevel"], cwd=cwd, check=False)
+    if not root:
+        raise PreflightError(f"{cwd} is not inside a git repository")
+    return Path(root)
+
+
+def _current_branch(root: Path) -> str:
+    branch = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=root, check=False)
+    if not branch:
+        raise PreflightError("HEAD is detached: pass --base BRANCH")
+    return branch
+
+
+def _requirement(argument: str, root: Path) -> Requirement:
+    path = Path(argument)
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    if "\n" not in argument and path.is_file():
+        text = path.read_text(errors="replace")
+        resolved = path.resolve()
+        in_repo = resolved.is_relative_to(root.resolve())
+        repo_path = resolved.relative_to(root.resolve()).as_posix() if in_repo else None
+        return Requirement(
+            text=text, source=repo_path or path.name, slug=slugify(path.stem), repo_path=repo_path
+        )
+    if PATH_LIKE_RE.match(argument.strip()):
+        raise PreflightError(f"requirement file {argument} not found")
+    if not argument.strip():
+        raise PreflightError("the requirement is empty")
+    first_line = argument.strip().splitlines()[0]
+    return Requirement(text=argument, source="text", slug=slugify(first_line, max_len=40))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

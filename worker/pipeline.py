@@ -1,0 +1,836 @@
+"""The engine: plan a requirement, implement it story by story, verify, and write the PR body."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from worker.agents import (
+    AgentCall,
+    AgentOutcome,
+    AgentRunner,
+    AgentSettings,
+    agent_environment,
+    make_runner,
+)
+from worker.exceptions import PrdError, ReqdriveError, ResumeError
+from worker.gates import GateSpec, gate_specs, run_gates
+from worker.prd import MAX_STORIES, MIN_STORIES, Prd, Story, parse_prd, select_next_story
+from worker.prompting import PLAN_TEMPLATE, STORY_TEMPLATE, PromptRenderer, load_overrides
+from worker.redact import Redactor
+from worker.repo_config import GatesMode, RepoConfig, matches_any, read_repo_config
+from worker.reporting import Reporter, render_pr_body
+from worker.run_folder import (
+    CHANGES_PATCH,
+    PR_BODY,
+    PRD_JSON,
+    RUN_JSON,
+    VERIFICATION_SUMMARY,
+    RunFolder,
+)
+from worker.state import (
+    AttemptOutcome,
+    AttemptRecord,
+    Checkpoint,
+    CheckpointStore,
+    GateRecord,
+    RunResult,
+    RunStatus,
+    RunStep,
+    StopReason,
+    StoryRecord,
+    StoryState,
+)
+from worker.workspace import GitCredentials, RepositoryCache, Worktree, head_sha, run_git
+
+log = logging.getLogger(__name__)
+
+PLAN_ATTEMPTS = 2
+DEFAULT_AGENT_TIMEOUT_S = 1800.0
+
+
+class Verdict(StrEnum):
+    """The worker's judgement of one attempt's gates against the base commit's."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    UNVERIFIED = "unverified"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What to build: the text (data, never a template) and where it came from."""
+
+    text: str
+    source: str  # "docs/requirements/REQ-001-x.md", "ISSUE-3", ...
+    slug: str  # the branch is reqdrive/<slug>
+    repo_path: str | None = None  # the file in the repository, which the agent may not edit
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run's inputs: plain data, so a job and the command line build it alike."""
+
+    run_id: str
+    requirement: Requirement
+    remote_url: str
+    work_dir: Path
+    base_ref: str | None = None
+    agent_runner: str | None = None  # overrides the repository's agent.runner
+    agent_command: str | None = None  # the command runner's template
+    credentials: GitCredentials | None = None
+    secrets: tuple[str, ...] = ()
+    source_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class Pipeline:
+    """Runs one requirement to a verified branch, resuming from its checkpoint if it has one."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        *,
+        reporter: Reporter,
+        checkpoints: CheckpointStore,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.spec = spec
+        self.reporter = reporter
+        self.checkpoints = checkpoints
+        self.cancel = cancel or threading.Event()
+        self.redactor = Redactor(spec.secrets)
+        if spec.credentials is not None:
+            for secret in spec.credentials.secrets():
+                self.redactor.add_secret(secret)
+        self.folder = RunFolder(spec.work_dir / "runs" / spec.run_id, self.redactor)
+        self.cache = RepositoryCache(spec.work_dir / "cache")
+        self.home = spec.work_dir / "homes" / spec.run_id
+        self.started = time.monotonic()
+
+    @property
+    def cp(self) -> Checkpoint:
+        if self.checkpoint is None:
+            raise RuntimeError("the run has no checkpoint before its workspace is ready")
+        return self.checkpoint
+
+    def _prd(self) -> Prd:
+        if self.cp.prd is None:
+            raise RuntimeError("the run has no plan yet")
+        return Prd.model_validate(self.cp.prd)
+
+    # the run ------------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        self.checkpoint: Checkpoint | None = self.checkpoints.load(self.spec.run_id)
+        step = RunStep.WORKSPACE
+        try:
+            self.worktree = self._workspace()
+            cp = self.cp
+            step = RunStep.PLAN
+            self._configure()
+            self.reporter.run_started(cp.run_id, cp.requirement_source, cp.branch)
+            self._write_run_json()
+            if cp.prd is None:
+                self._save(step=RunStep.PLAN)
+                self._plan()
+            self.reporter.plan_ready(cp.stories)
+            step = RunStep.BASELINE
+            if cp.baseline is None:
+                self._save(step=RunStep.BASELINE)
+                cp.baseline = self._baseline()
+                self._save()
+            step = RunStep.IMPLEMENT
+            self._save(step=RunStep.IMPLEMENT)
+            stop = self._implement()
+            step = RunStep.VERIFY
+            self._save(step=RunStep.VERIFY, stop_reason=stop)
+            final = self._verify()
+            step = RunStep.DELIVER
+            result = self._deliver(final, stop)
+        except ReqdriveError as error:
+            self._fail(step, error)
+            raise
+        self.reporter.run_finished(result)
+        return result
+
+    def _fail(self, step: RunStep, error: Exception) -> None:
+        log.warning("run failed", extra={"run_id": self.spec.run_id, "step": str(step)})
+        if self.checkpoint is not None:
+            self.checkpoint.status = RunStatus.FAILED
+            self.checkpoint.error = self.redactor.redact(str(error))
+            self.checkpoint.step = step
+            self.checkpoints.save(self.checkpoint)
+        self._write_run_json(error=str(error), step=step)
+
+    def _save(self, *, step: RunStep | None = None, stop_reason: StopReason | None = None) -> None:
+        cp = self.cp
+        if step is not None:
+            cp.step = step
+        if stop_reason is not None:
+            cp.stop_reason = stop_reason
+        self.checkpoints.save(cp)
+
+    def _write_run_json(self, *, error: str | None = None, step: RunStep | None = None) -> None:
+        cp = self.checkpoint
+        data: dict[str, object] = {
+            "run_id": self.spec.run_id,
+            "requirement": self.spec.requirement.source,
+            "pid": os.getpid(),
+            "status": str(RunStatus.FAILED if error else (cp.status if cp else RunStatus.RUNNING)),
+            "step": str(step or (cp.step if cp else RunStep.WORKSPACE)),
+        }
+        if cp is not None:
+            data |= {
+                "branch": cp.branch,
+                "base_sha": cp.base_sha,
+                "head_sha": cp.head_sha,
+                "iteration": cp.iteration,
+                "cost_usd": round(cp.cost_usd, 4),
+                "stop_reason": cp.stop_reason and str(cp.stop_reason),
+            }
+        if error:
+            data["error"] = error
+        self.folder.write_json(RUN_JSON, data)
+
+    # workspace ----------------------------------------------------------------------------
+
+    def _workspace(self) -> Worktree:
+        spec, cp = self.spec, self.checkpoint
+        branch = cp.branch if cp else f"reqdrive/{spec.requirement.slug}"
+        base_ref = cp.base_ref if cp else spec.base_ref
+        worktree = self.cache.prepare(
+            spec.remote_url,
+            branch=branch,
+            base_ref=base_ref,
+            run_id=spec.run_id,
+            credentials=spec.credentials,
+        )
+        if cp is None:
+            start = head_sha(worktree.path)
+            self.checkpoint = Checkpoint(
+                run_id=spec.run_id,
+                requirement_source=spec.requirement.source,
+                branch=branch,
+                base_ref=worktree.base_ref,
+                base_sha=worktree.base_sha,
+                head_sha=start,
+                pushed_sha=start if worktree.resumed else None,
+            )
+            self.checkpoints.save(self.checkpoint)
+        else:
+            cp.status, cp.error = RunStatus.RUNNING, None
+            self._reconcile(worktree, cp)
+        return worktree
+
+    def _reconcile(self, worktree: Worktree, cp: Checkpoint) -> None:
+        """Check the branch is where the checkpoint left it before building on it."""
+        path = worktree.path
+        local = head_sha(path)
+        remote = _git_out(
+            ["rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{cp.branch}"], path
+        )
+        mismatch = (
+            f"run {cp.run_id} cannot resume: its checkpoint says branch {cp.branch} is at "
+            f"{cp.head_sha[:12]}, but the branch is at {{}}. The branch was changed outside "
+            "this run; start a new run (another run id) or restore the branch."
+        )
+        if remote and not _is_ancestor(path, remote, cp.head_sha):
+            raise ResumeError(mismatch.format(f"{remote[:12]} on the remote"))
+        if local != cp.head_sha:
+            if not _is_ancestor(path, cp.head_sha, local):
+                raise ResumeError(mismatch.format(local[:12]))
+            # Commits past the checkpoint come from an attempt that was interrupted before the
+            # worker judged it; the worker never kept them.
+            run_git(["reset", "--hard", "--quiet", cp.head_sha], cwd=path)
+        if remote != cp.head_sha and cp.head_sha != cp.base_sha:
+            self._push()  # the interrupted run had committed but not pushed
+
+    def _configure(self) -> None:
+        cp = self.cp
+        config, self.config_path = read_repo_config(self.worktree.path, cp.base_sha)
+        self.config: RepoConfig = config
+        self.renderer = PromptRenderer(
+            load_overrides(self.worktree.path, cp.base_sha, config.prompts)
+        )
+        settings = AgentSettings(
+            runner=self.spec.agent_runner
+            or config.agent.runner
+            or self.spec.source_env.get("REQDRIVE_AGENT")
+            or "claude",
+            model=config.agent_model,
+            timeout_s=config.agent.timeout or DEFAULT_AGENT_TIMEOUT_S,
+            command=self.spec.agent_command or self.spec.source_env.get("REQDRIVE_AGENT_COMMAND"),
+        )
+        self.agent_settings = settings
+        self.runner: AgentRunner = make_runner(
+            settings, redactor=self.redactor, source_env=self.spec.source_env
+        )
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.gate_env = agent_environment(self.home, self.spec.source_env)
+        self.gates: list[GateSpec] = gate_specs(
+            config.test_command, config.lint_command, config.gates
+        )
+        self.forbidden = config.forbidden_globs(self.spec.requirement.repo_path)
+
+    # plan ---------------------------------------------------------------------------------
+
+    def _plan(self) -> None:
+        cp = self.cp
+        problem = ""
+        for attempt in range(1, PLAN_ATTEMPTS + 1):
+            cp.plan_attempts = attempt
+            self._save()
+            try:
+                prd = self._plan_attempt(attempt, problem)
+            except PrdError as error:
+                problem = str(error)
+                self.folder.append_progress(f"planning attempt {attempt} failed: {problem}")
+                continue
+            cp.prd = prd.to_json()
+            cp.stories = [_record(s) for s in prd.user_stories]
+            self.folder.write_json(PRD_JSON, prd.to_json())
+            self.folder.append_progress(
+                f"plan: {len(prd.user_stories)} stories "
+                + ", ".join(s.id for s in prd.user_stories)
+            )
+            self._save()
+            return
+        raise PrdError(f"planning failed {PLAN_ATTEMPTS} times; last problem: {problem}")
+
+    def _plan_attempt(self, attempt: int, problem: str) -> Prd:
+        cp = self.cp
+        prd_path = self.folder.file(PRD_JSON)
+        prd_path.unlink(missing_ok=True)
+        prompt = self.renderer.render(
+            PLAN_TEMPLATE,
+            attempt=attempt,
+            max_attempts=PLAN_ATTEMPTS,
+            prd_path=str(prd_path),
+            requirement=self.spec.requirement.text,
+            source=self.spec.requirement.source,
+            project=self.config.project_name or "",
+            min_stories=max(MIN_STORIES, 3),
+            max_stories=MAX_STORIES,
+            previous_error=problem,
+        )
+        label = f"plan-{attempt}"
+        before = _snapshot(self.worktree.path)
+        outcome = self._call_agent(label, prompt)
+        after = _snapshot(self.worktree.path)
+        if before != after:
+            changed = _describe_change(before, after)
+            self._restore_tree(cp.head_sha, ignored_too=True)
+            raise PrdError(
+                f"planning must not change the repository, but the agent changed "
+                f"{changed}; the changes were reverted"
+            )
+        if outcome.timed_out:
+            raise PrdError(
+                f"the agent timed out after {self.agent_settings.timeout_s:g}s while planning"
+            )
+        if not prd_path.exists():
+            raise PrdError(f"the agent did not write prd.json to {prd_path}")
+        return parse_prd(self.redactor.redact(prd_path.read_text(errors="replace")))
+
+    def _call_agent(self, label: str | int, prompt: str) -> AgentOutcome:
+        cp = self.cp
+        prompt_path = self.folder.write_text(self.folder.prompt_path(label).name, prompt)
+        call = AgentCall(
+            prompt_file=prompt_path,
+            cwd=self.worktree.path,
+            run_dir=self.folder.path,
+            home_dir=self.home,
+            log_path=self.folder.log_path(label),
+            timeout_s=self.agent_settings.timeout_s,
+            model=self.agent_settings.model,
+        )
+        outcome = self.runner.run(call, cancel=self.cancel)
+        self.folder.sweep()
+        cp.cost_usd += outcome.cost_usd or 0.0
+        return outcome
+
+    # baseline and gates -------------------------------------------------------------------
+
+    def _baseline(self) -> list[GateRecord]:
+        """The gates on the base commit: what "no worse than before" means for every story."""
+        cp = self.cp
+        if not self.gates:
+            return []
+        path = self.worktree.path
+        on_base = head_sha(path) == cp.base_sha
+        if not on_base:
+            run_git(["checkout", "--quiet", "--detach", cp.base_sha], cwd=path)
+        try:
+            results = self._run_gates("baseline", fail_fast=False)
+        finally:
+            if not on_base:
+                run_git(["checkout", "--quiet", "--force", cp.branch], cwd=path)
+        self.folder.append_progress(
+            "baseline on the base commit: "
+            + ", ".join(f"{g.name} {'passes' if g.passed else 'FAILS'}" for g in results)
+        )
+        return results
+
+    def _run_gates(self, label: str, *, fail_fast: bool) -> list[GateRecord]:
+        results = run_gates(
+            self.gates,
+            cwd=self.worktree.path,
+            env=self.gate_env,
+            output_dir=self.folder.path,
+            label=label,
+            redactor=self.redactor,
+            parallel=self.config.gates_mode is GatesMode.PARALLEL,
+            fail_fast=fail_fast,
+        )
+        # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.
+        self._restore_tree("HEAD")
+        return [GateRecord.of(r) for r in results]
+
+    # implement ----------------------------------------------------------------------------
+
+    def _implement(self) -> StopReason:
+        cp = self.cp
+        while True:
+            if self.cancel.is_set():
+                return StopReason.CANCELLED
+            story = self._next_story()
+            if story is None:
+                if all(s.state is StoryState.PASSED for s in cp.stories):
+                    return StopReason.ALL_STORIES_PASSED
+                return StopReason.STORIES_SETTLED
+            if cp.iteration >= self.config.max_iterations:
+                return StopReason.MAX_ITERATIONS
+            budget = self.config.budget_usd
+            if budget is not None and cp.cost_usd >= budget:
+                return StopReason.BUDGET_SPENT
+            self._story(cp.story(story.id))
+
+    def _next_story(self) -> Story | None:
+        cp = self.cp
+        stories = [
+            Story(
+                id=s.id,
+                title=s.title,
+                acceptance_criteria=s.acceptance_criteria,
+                priority=s.priority,
+                passes=s.state is StoryState.PASSED,
+                attempts=len(s.attempts),
+            )
+            for s in cp.stories
+        ]
+        settled = {
+            s.id for s in cp.stories if s.state in (StoryState.FAILED, StoryState.UNVERIFIED)
+        }
+        return select_next_story(
+            stories, max_story_retries=self.config.max_story_retries, settled=settled
+        )
+
+    def _story(self, record: StoryRecord) -> None:
+        cp = self.cp
+        cp.iteration += 1
+        iteration, number = cp.iteration, len(record.attempts) + 1
+        self._save()  # a kill from here on shows which iteration was interrupted
+        self.reporter.story_started(record, number, iteration)
+        started = time.monotonic()
+        attempt = self._attempt(record, iteration, number)
+        attempt.duration_s = round(time.monotonic() - started, 3)
+        record.attempts.append(attempt)
+        record.state = _story_state(attempt.outcome, number, self.config.max_story_retries)
+        if attempt.outcome in (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED):
+            record.commit = attempt.commit
+            cp.head_sha = attempt.commit or cp.head_sha
+        self.folder.append_progress(_progress_line(record, attempt))
+        self._save()
+        if cp.head_sha != cp.pushed_sha and cp.head_sha != cp.base_sha:
+            self._push()
+        self._write_prd()
+        self._write_run_json()
+        self.reporter.story_finished(record, attempt)
+
+    def _attempt(self, record: StoryRecord, iteration: int, number: int) -> AttemptRecord:
+        cp = self.cp
+        pre = cp.head_sha
+        self._restore_tree(pre)
+        prompt = self.renderer.render(STORY_TEMPLATE, **self._story_values(record, number))
+        outcome = self._call_agent(iteration, prompt)
+        base = {
+            "iteration": iteration,
+            "attempt": number,
+            "cost_usd": outcome.cost_usd,
+            "agent_exit_code": outcome.exit_code,
+        }
+        if outcome.timed_out or self.cancel.is_set():
+            self._restore_tree(pre)
+            why = (
+                "cancelled"
+                if self.cancel.is_set()
+                else f"the agent did not finish within {self.agent_settings.timeout_s:g}s"
+            )
+            return AttemptRecord(outcome=AttemptOutcome.AGENT_TIMED_OUT, reason=why, **base)
+        forbidden = self._collect_changes(pre)
+        if not _has_staged_changes(self.worktree.path, pre):
+            self._restore_tree(pre)
+            why = "no changes" + (" outside forbidden paths" if forbidden else "")
+            return AttemptRecord(
+                outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
+            )
+        story = _story_subject(record)
+        run_git(["commit", "--quiet", "--no-verify", "-m", story], cwd=self.worktree.path)
+        commit = head_sha(self.worktree.path)
+        gates = self._run_gates(self.folder.gates_label(iteration), fail_fast=self._fail_fast())
+        verdict, why = judge(self._reference_gates(), gates, [g.name for g in self.gates])
+        record_kw = {"commit": commit, "gates": gates, "forbidden_writes": forbidden, **base}
+        if verdict is Verdict.FAILED:
+            self._keep_patch(pre, commit, iteration)
+            self._restore_tree(pre)
+            record_kw["commit"] = None
+            return AttemptRecord(outcome=AttemptOutcome.GATES_FAILED, reason=why, **record_kw)
+        outcome_kind = (
+            AttemptOutcome.PASSED if verdict is Verdict.PASSED else AttemptOutcome.UNVERIFIED
+        )
+        return AttemptRecord(outcome=outcome_kind, reason=why, **record_kw)
+
+    def _story_values(self, record: StoryRecord, number: int) -> dict[str, object]:
+        story = self._prd().story(record.id)
+        return {
+            "story": {
+                "id": story.id,
+                "title": story.title,
+                "description": story.description,
+                "acceptance_criteria": list(story.acceptance_criteria),
+                "priority": story.priority,
+                "notes": story.notes,
+            },
+            "attempt": number,
+            "max_attempts": self.config.max_story_retries,
+            "feedback": record.feedback or "",
+            "progress": self.folder.progress(),
+            "requirement": self.spec.requirement.text,
+            "source": self.spec.requirement.source,
+            "gates": ", ".join(f"{g.name}: `{g.command}`" for g in self.gates) or "none configured",
+            "forbidden_paths": self.forbidden,
+        }
+
+    def _reference_gates(self) -> list[GateRecord]:
+        """What the last kept state's gates said: the baseline, or the latest story kept.
+
+        Judging against it (not only the base commit) also catches a story that breaks a
+        baseline test an earlier story had fixed."""
+        cp = self.cp
+        kept = [
+            a
+            for s in cp.stories
+            for a in s.attempts
+            if a.outcome in (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED) and a.gates
+        ]
+        if not kept:
+            return cp.baseline or []
+        return max(kept, key=lambda a: a.iteration).gates
+
+    def _fail_fast(self) -> bool:
+        # On a failing baseline every gate's result is needed to compare failures one by one.
+        cp = self.checkpoint
+        return cp is not None and all(g.passed for g in cp.baseline or [])
+
+    def _collect_changes(self, pre: str) -> list[str]:
+        """Make the agent's work one set of staged changes on top of `pre`, without anything
+        under forbiddenPaths; return the forbidden paths it touched (now reverted)."""
+        path, branch = self.worktree.path, self.checkpoint.branch if self.checkpoint else ""
+        # The agent may have committed, switched branches or moved HEAD: point HEAD back at the
+        # run's branch and squash whatever it committed into the working tree's state.
+        run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=path)
+        run_git(["reset", "--soft", "--quiet", pre], cwd=path)
+        run_git(["add", "--all"], cwd=path)
+        changed = _git_out(["diff", "--cached", "--name-only", "--no-renames", "-z", pre], path)
+        touched = [p for p in changed.split("\0") if p and matches_any(p, self.forbidden)]
+        if not touched:
+            return []
+        existed = set(
+            _git_out(["ls-tree", "-r", "--name-only", "-z", pre, "--", *touched], path).split("\0")
+        )
+        restore = [p for p in touched if p in existed]
+        added = [p for p in touched if p not in existed]
+        if restore:
+            run_git(["checkout", pre, "--", *restore], cwd=path)
+        if added:
+            run_git(["rm", "--cached", "--quiet", "-r", "-f", "--", *added], cwd=path)
+            for name in added:
+                (path / name).unlink(missing_ok=True)
+        log.warning(
+            "forbidden paths reverted", extra={"run_id": self.spec.run_id, "paths": touched}
+        )
+        return touched
+
+    def _keep_patch(self, pre: str, commit: str, iteration: int) -> None:
+        diff = _git_out(["diff", "--no-color", pre, commit], self.worktree.path)
+        self.folder.write_text(self.folder.patch_path(iteration).name, diff + "\n")
+
+    def _restore_tree(self, sha: str, *, ignored_too: bool = False) -> None:
+        path = self.worktree.path
+        if self.checkpoint is not None:
+            run_git(["symbolic-ref", "HEAD", f"refs/heads/{self.checkpoint.branch}"], cwd=path)
+        run_git(["reset", "--hard", "--quiet", sha], cwd=path)
+        run_git(["clean", "-ffdx" if ignored_too else "-ffd", "--quiet"], cwd=path)
+
+    def _push(self) -> None:
+        cp = self.cp
+        cp.pushed_sha = self.cache.push(self.worktree, credentials=self.spec.credentials)
+        self._save()
+
+    def _write_prd(self) -> None:
+        cp = self.cp
+        prd = self._prd()
+        states = {s.id: s for s in cp.stories}
+        stories = [
+            s.model_copy(
+                update={
+                    "passes": states[s.id].state is StoryState.PASSED,
+                    "attempts": len(states[s.id].attempts),
+                }
+            )
+            for s in prd.user_stories
+        ]
+        self.folder.write_json(PRD_JSON, prd.model_copy(update={"user_stories": stories}).to_json())
+
+    # verify and deliver -------------------------------------------------------------------
+
+    def _verify(self) -> list[GateRecord]:
+        cp = self.cp
+        self._restore_tree(cp.head_sha)
+        return self._run_gates("verification", fail_fast=False) if self.gates else []
+
+    def _deliver(self, final: list[GateRecord], stop: StopReason) -> RunResult:
+        cp = self.cp
+        fixed, remaining = baseline_changes(cp.baseline or [], final)
+        ready, why = readiness(cp.stories, final, has_gates=bool(self.gates))
+        prd = self._prd()
+        result = RunResult(
+            run_id=cp.run_id,
+            requirement_source=cp.requirement_source,
+            project=prd.project,
+            branch=cp.branch,
+            base_ref=cp.base_ref,
+            base_sha=cp.base_sha,
+            head_sha=cp.head_sha,
+            stories=cp.stories,
+            final_gates=final,
+            baseline_gates=cp.baseline or [],
+            fixed_tests=fixed,
+            remaining_tests=remaining,
+            ready=ready,
+            draft_reason=why,
+            stop_reason=stop,
+            cost_usd=round(cp.cost_usd, 4),
+            duration_s=round(time.monotonic() - self.started, 3),
+            run_dir=str(self.folder.path),
+        )
+        self.folder.write_json(VERIFICATION_SUMMARY, _verification_summary(result, cp))
+        diff = _git_out(["diff", "--no-color", cp.base_sha, cp.head_sha], self.worktree.path)
+        self.folder.write_text(CHANGES_PATCH, diff + "\n" if diff else "")
+        self.folder.write_text(PR_BODY, render_pr_body(result))
+        cp.status, cp.step = RunStatus.FINISHED, RunStep.DONE
+        self._save()
+        self._write_run_json()
+        return result
+
+
+# judging ------------------------------------------------------------------------------------
+
+
+def judge(
+    reference: Sequence[GateRecord], results: Sequence[GateRecord], expected: Sequence[str]
+) -> tuple[Verdict, str]:
+    """Did this attempt pass, judged against the gates of the state it started from?
+
+    All gates green is a pass. Otherwise a gate that was green before and fails now is a
+    failure; a gate that already failed before fails the story only if it reports a failing
+    test id that was not failing before. Without per-test results it cannot be told.
+    """
+    ran = {g.name: g for g in results}
+    if all(name in ran and ran[name].passed for name in expected):
+        return Verdict.PASSED, ""
+    before = {g.name: g for g in reference}
+    unknown: list[str] = []
+    for name in expected:
+        gate = ran.get(name)
+        if gate is not None and gate.passed:
+            continue
+        was = before.get(name)
+        if gate is None:
+            return Verdict.FAILED, f"gate {name} did not run (an earlier gate failed)"
+        if was is None or was.passed:
+            return Verdict.FAILED, f"gate {name} failed" + (
+                " (timed out)" if gate.timed_out else ""
+            )
+        if gate.failed_tests is None or was.failed_tests is None:
+            unknown.append(name)
+            continue
+        new = sorted(set(gate.failed_tests) - set(was.failed_tests))
+        if new:
+            shown = ", ".join(new[:5]) + (" ..." if len(new) > 5 else "")
+            return Verdict.FAILED, f"gate {name}: new failing tests: {shown}"
+    if unknown:
+        return Verdict.UNVERIFIED, (
+            f"gate {', '.join(unknown)} already failed before this story "
+            "and reports no per-test results"
+        )
+    return Verdict.PASSED, "added no failing test"
+
+
+def baseline_changes(
+    baseline: Sequence[GateRecord], final: Sequence[GateRecord]
+) -> tuple[list[str], list[str]]:
+    """Which of the base commit's failing tests the branch fixed, and which still fail."""
+    after = {g.name: g for g in final}
+    fixed: set[str] = set()
+    remaining: set[str] = set()
+    for gate in baseline:
+        if gate.passed or not gate.failed_tests:
+            continue
+        now = after.get(gate.name)
+        failing_now = (
+            set()
+            if now is not None and now.passed
+            else set(now.failed_tests)
+            if now is not None and now.failed_tests is not None
+            else set(gate.failed_tests)
+        )
+        fixed |= set(gate.failed_tests) - failing_now
+        remaining |= set(gate.failed_tests) & failing_now
+    return sorted(fixed), sorted(remaining)
+
+
+def _failing_now(gate: GateRecord | None, before: set[str]) -> set[str]:
+    if gate is not None and gate.passed:
+        return set()
+    if gate is None or gate.failed_tests is None:
+        return before  # unknown: nothing can be called fixed
+    return set(gate.failed_tests)
+
+
+def readiness(
+    stories: Sequence[StoryRecord], final: Sequence[GateRecord], *, has_gates: bool
+) -> tuple[bool, str | None]:
+    """Ready for review, or a draft and why: every story passed and the final gates are green."""
+    if not has_gates:
+        return False, "no gates are configured, so nothing verified the stories"
+    open_stories = [s for s in stories if s.state not in (StoryState.PASSED, StoryState.UNVERIFIED)]
+    if open_stories:
+        listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)
+        return False, f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
+    failing = [g.name for g in final if not g.passed]
+    if failing:
+        return False, f"the final checks fail on the branch: {', '.join(failing)}"
+    return True, None
+
+
+def _story_state(outcome: AttemptOutcome, number: int, max_retries: int) -> StoryState:
+    if outcome is AttemptOutcome.PASSED:
+        return StoryState.PASSED
+    if outcome is AttemptOutcome.UNVERIFIED:
+        return StoryState.UNVERIFIED
+    return StoryState.FAILED if number >= max_retries else StoryState.PENDING
+
+
+def _verification_summary(result: RunResult, cp: Checkpoint) -> dict[str, object]:
+    return {
+        "run_id": result.run_id,
+        "branch": result.branch,
+        "base_sha": result.base_sha,
+        "head_sha": result.head_sha,
+        "stories": {
+            "total": len(result.stories),
+            **{str(state): result.count(state) for state in StoryState},
+            "by_id": {s.id: str(s.state) for s in result.stories},
+        },
+        "iterations": cp.iteration,
+        "gates": [g.model_dump(exclude={"output_tail"}) for g in result.final_gates],
+        "all_gates_passed": all(g.passed for g in result.final_gates),
+        "baseline_fixed_tests": result.fixed_tests,
+        "baseline_remaining_tests": result.remaining_tests,
+        "ready": result.ready,
+        "draft_reason": result.draft_reason,
+        "stop_reason": str(result.stop_reason),
+        "cost_usd": result.cost_usd,
+    }
+
+
+def _record(story: Story) -> StoryRecord:
+    return StoryRecord(
+        id=story.id,
+        title=story.title,
+        priority=story.priority,
+        acceptance_criteria=list(story.acceptance_criteria),
+    )
+
+
+def _story_subject(record: StoryRecord) -> str:
+    title = " ".join(record.title.split())  # one line: agent-written titles may hold newlines
+    return f"feat: [{record.id}] - {title}"
+
+
+def _progress_line(record: StoryRecord, attempt: AttemptRecord) -> str:
+    commit = f" commit {attempt.commit[:12]}" if attempt.commit else ""
+    forbidden = (
+        f"; reverted forbidden writes: {', '.join(attempt.forbidden_writes)}"
+        if attempt.forbidden_writes
+        else ""
+    )
+    why = f" ({attempt.reason})" if attempt.reason else ""
+    return (
+        f"iteration {attempt.iteration}: {record.id} attempt {attempt.attempt}: "
+        f"{attempt.outcome}{why}{commit}{forbidden}"
+    )
+
+
+# git helpers ----------------------------------------------------------------------------------
+
+
+def _git_out(args: list[str], cwd: Path) -> str:
+    return run_git(args, cwd=cwd, check=False)
+
+
+def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
+    # merge-base prints the ancestor itself exactly when it is one (and nothing if either
+    # commit is unknown here).
+    return _git_out(["merge-base", ancestor, descendant], cwd) == ancestor
+
+
+def _has_staged_changes(cwd: Path, pre: str) -> bool:
+    return bool(_git_out(["diff", "--cached", "--name-only", pre], cwd))
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    head_ref: str
+    head: str
+    status: str
+
+
+def _snapshot(cwd: Path) -> _Snapshot:
+    """What planning must leave unchanged: the checked-out branch, its commit, and every
+    modified, untracked or ignored file."""
+    return _Snapshot(
+        head_ref=_git_out(["symbolic-ref", "--quiet", "HEAD"], cwd),
+        head=_git_out(["rev-parse", "HEAD"], cwd),
+        status=_git_out(
+            ["status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all"], cwd
+        ),
+    )
+
+
+def _describe_change(before: _Snapshot, after: _Snapshot) -> str:
+    parts = []
+    if before.head_ref != after.head_ref or before.head != after.head:
+        parts.append(f"HEAD ({before.head[:12]} -> {after.head[:12]})")
+    paths = sorted(set(after.status.split("\0")) - set(before.status.split("\0")) - {""})
+    parts += [p[3:] for p in paths[:10]]
+    if len(paths) > 10:
+        parts.append(f"and {len(paths) - 10} more")
+    return ", ".join(parts) or "the working tree"

@@ -252,18 +252,61 @@ class RepositoryCache:
         _check_run_id(run_id)
         self._check_branch(branch)
         mirror = self.mirror_path(remote_url)
+        path = self.worktrees_dir / run_id
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
         with mirror_lock(mirror):
-            self._update_mirror(mirror, remote_url, credentials)
-            base_name, base_sha = self._resolve_base(mirror, remote_url, base_ref, credentials)
-            remote_head = self._remote_branch_sha(mirror, branch)
-            path = self.worktrees_dir / run_id
-            start = remote_head or base_sha
-            self._checkout(mirror, path, branch, start)
+            self._ensure_mirror(mirror, remote_url)
+            try:
+                worktree = self._fetch_and_checkout(
+                    mirror, path, remote_url, branch, base_ref, credentials
+                )
+            except GitError as error:
+                # A fetch can succeed on a store with missing objects (it trusts its refs), so
+                # corruption often shows only at checkout; either way, start the mirror over.
+                if not CORRUPTION_RE.search(error.stderr):
+                    raise
+                reason = error.stderr.strip()[-300:]
+                self._recreate_mirror(mirror, remote_url, reason)
+                worktree = self._retry_after_recreate(
+                    mirror, path, remote_url, branch, base_ref, credentials, reason
+                )
         log.info(
             "worktree ready",
-            extra={"run_id": run_id, "branch": branch, "resumed": remote_head is not None},
+            extra={"run_id": run_id, "branch": branch, "resumed": worktree.resumed},
         )
+        return worktree
+
+    def _retry_after_recreate(
+        self,
+        mirror: Path,
+        path: Path,
+        remote_url: str,
+        branch: str,
+        base_ref: str | None,
+        credentials: GitCredentials | None,
+        reason: str,
+    ) -> Worktree:
+        try:
+            return self._fetch_and_checkout(mirror, path, remote_url, branch, base_ref, credentials)
+        except GitError as error:
+            raise WorkspaceError(
+                f"the repository cache for {remote_url} was corrupt ({reason}); it was "
+                f"re-created, but preparing the worktree still failed: {error}"
+            ) from error
+
+    def _fetch_and_checkout(
+        self,
+        mirror: Path,
+        path: Path,
+        remote_url: str,
+        branch: str,
+        base_ref: str | None,
+        credentials: GitCredentials | None,
+    ) -> Worktree:
+        self._fetch(mirror, remote_url, credentials)
+        base_name, base_sha = self._resolve_base(mirror, remote_url, base_ref, credentials)
+        remote_head = self._remote_branch_sha(mirror, branch)
+        self._checkout(mirror, path, branch, remote_head or base_sha)
         return Worktree(path, branch, base_name, base_sha, resumed=remote_head is not None)
 
     def push(
@@ -279,7 +322,7 @@ class RepositoryCache:
         sha = head_sha(worktree.path)
         ref = f"refs/heads/{worktree.branch}"
         with mirror_lock(mirror):
-            args = ["push", "--porcelain", "--no-verify"]
+            args = ["push", "--no-verify"]
             if force_with_lease:
                 known = self._remote_branch_sha(mirror, worktree.branch) or ""
                 # An empty expectation means "the branch must not exist yet" to git.
@@ -300,21 +343,12 @@ class RepositoryCache:
 
     # mirror -----------------------------------------------------------------------------
 
-    def _update_mirror(
-        self, mirror: Path, remote_url: str, credentials: GitCredentials | None
-    ) -> None:
+    def _ensure_mirror(self, mirror: Path, remote_url: str) -> None:
         problem = self._mirror_problem(mirror, remote_url)
         if problem == "missing":
             self._create_mirror(mirror, remote_url)
         elif problem:
             self._recreate_mirror(mirror, remote_url, problem)
-        try:
-            self._fetch(mirror, remote_url, credentials)
-        except GitError as error:
-            if not CORRUPTION_RE.search(error.stderr):
-                raise
-            self._recreate_mirror(mirror, remote_url, error.stderr.strip()[-300:])
-            self._fetch(mirror, remote_url, credentials)
 
     def _mirror_problem(self, mirror: Path, remote_url: str) -> str:
         """Empty when the mirror is usable; otherwise why not ("missing" when absent)."""
@@ -325,7 +359,9 @@ class RepositoryCache:
             is_bare = self._git(
                 [f"--git-dir={mirror}", "rev-parse", "--is-bare-repository"], mirror
             )
-            url = self._git(["config", "--get", "remote.origin.url"], mirror, check=False)
+            url = self._git(
+                [f"--git-dir={mirror}", "config", "--get", "remote.origin.url"], mirror, check=False
+            )
         except GitError as error:
             return error.stderr.strip()[-300:] or "not a git repository"
         if is_bare != "true":

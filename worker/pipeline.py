@@ -99,8 +99,10 @@ class Pipeline:
         reporter: Reporter,
         checkpoints: CheckpointStore,
         cancel: threading.Event | None = None,
+        runner: AgentRunner | None = None,
     ) -> None:
         self.spec = spec
+        self._given_runner = runner  # instead of the configured one (tests, benchmarks)
         self.reporter = reporter
         self.checkpoints = checkpoints
         self.cancel = cancel or threading.Event()
@@ -211,6 +213,7 @@ class Pipeline:
             run_id=spec.run_id,
             credentials=spec.credentials,
         )
+        self.worktree = worktree
         if cp is None:
             start = head_sha(worktree.path)
             self.checkpoint = Checkpoint(
@@ -268,7 +271,7 @@ class Pipeline:
             command=self.spec.agent_command or self.spec.source_env.get("REQDRIVE_AGENT_COMMAND"),
         )
         self.agent_settings = settings
-        self.runner: AgentRunner = make_runner(
+        self.runner: AgentRunner = self._given_runner or make_runner(
             settings, redactor=self.redactor, source_env=self.spec.source_env
         )
         self.home.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,226 @@
+"""`reqdrive run` as a real process on a local checkout: exit codes, kill and resume."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.test_pipeline import GITIGNORE, PYTEST, SCRIPTED_AGENT, implement, prd
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+REQUIREMENT = "docs/requirements/REQ-001-demo.md"
+BRANCH = "reqdrive/req-001-demo"
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A developer's checkout of a small project with the requirement committed."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    files = {
+        ".gitignore": GITIGNORE,
+        ".github/reqdrive.yml": yaml.safe_dump({"testCommand": PYTEST}),
+        REQUIREMENT: "# REQ-001\nFour small features.\n",
+        "tests/test_base.py": "def test_base():\n    assert True\n",
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "initial")
+    return repo
+
+
+def scenario_file(tmp_path: Path, data: dict[str, Any]) -> Path:
+    data.setdefault("calls_log", str(tmp_path / "calls.log"))
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def command(tmp_path: Path, scenario: Path, *extra: str) -> list[str]:
+    template = (
+        f"{sys.executable} {SCRIPTED_AGENT} --scenario {scenario} "
+        "--prompt {prompt_file} --run-dir {run_dir}"
+    )
+    return [
+        sys.executable,
+        "-m",
+        "worker.cli",
+        REQUIREMENT,
+        "--agent",
+        "command",
+        "--agent-command",
+        template,
+        "--work-dir",
+        str(tmp_path / "work"),
+        *extra,
+    ]
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REQDRIVE_")}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def run_cli(cwd: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=300
+    )
+
+
+def calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "calls.log"
+    return [line.split(" pid=")[0] for line in log.read_text().splitlines()]
+
+
+def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch_back(
+    tmp_path: Path, checkout: Path
+) -> None:
+    (checkout / "notes.txt").write_text("uncommitted work of the developer\n")
+    scenario = scenario_file(
+        tmp_path,
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {"US-001": [implement(1)], "US-002": [implement(2)]},
+        },
+    )
+    done = run_cli(checkout, command(tmp_path, scenario, "--run-id", "demo"))
+
+    assert done.returncode == 0, done.stderr
+    assert "→ US-001 attempt 1" in done.stdout and "ready for review" in done.stdout
+    assert git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines() == [
+        "feat: [US-002] - Feature 2",
+        "feat: [US-001] - Feature 1",
+    ]
+    assert git(checkout, "symbolic-ref", "--short", "HEAD") == "main"
+    assert git(checkout, "status", "--porcelain") == "?? notes.txt"
+    assert not (checkout / "feature_1.py").exists()
+    body = (tmp_path / "work/runs/demo/pr.md").read_text()
+    assert "**2 of 2** stories" in body
+
+
+def test_an_invalid_plan_twice_exits_5_naming_the_problem(tmp_path: Path, checkout: Path) -> None:
+    scenario = scenario_file(tmp_path, {"plan": [{"prd": {"userStories": []}}]})
+    done = run_cli(checkout, command(tmp_path, scenario))
+    assert done.returncode == 5
+    assert "planning failed 2 times" in done.stderr
+    assert "userStories has 0 stories; a plan needs 1 to 8" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv_tail", "code", "message"),
+    [
+        (
+            ["docs/requirements/REQ-404.md"],
+            8,
+            "requirement file docs/requirements/REQ-404.md not found",
+        ),
+        (["Add a CSV export", "--base", "develop"], 8, "base branch 'develop' does not exist"),
+    ],
+)
+def test_preflight_failures_exit_8(
+    tmp_path: Path, checkout: Path, argv_tail: list[str], code: int, message: str
+) -> None:
+    argv = [sys.executable, "-m", "worker.cli", *argv_tail, "--work-dir", str(tmp_path / "w")]
+    done = run_cli(checkout, argv)
+    assert done.returncode == code and message in done.stderr
+
+
+def test_outside_a_git_repository_exits_8(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, [sys.executable, "-m", "worker.cli", "Add X"])
+    assert done.returncode == 8 and "not inside a git repository" in done.stderr
+
+
+def test_a_bad_repository_config_exits_3_naming_the_key(tmp_path: Path, checkout: Path) -> None:
+    (checkout / ".github/reqdrive.yml").write_text("maxIterations: lots\n")
+    git(checkout, "commit", "-qam", "bad config")
+    scenario = scenario_file(tmp_path, {"plan": [{"prd": prd(1)}]})
+    done = run_cli(checkout, command(tmp_path, scenario))
+    assert done.returncode == 3 and "key 'maxIterations'" in done.stderr
+
+
+def wait_for(condition: Any, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.05)
+
+
+def passed_in_checkpoint(path: Path) -> int:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return 0
+    return sum(1 for s in data["stories"] if s["state"] == "passed")
+
+
+def test_a_run_killed_after_story_2_of_4_resumes_at_story_3_without_redoing_or_duplicating(
+    tmp_path: Path, checkout: Path
+) -> None:
+    scenario = scenario_file(
+        tmp_path,
+        {
+            "plan": [{"prd": prd(4)}],
+            # Story 3's agent works for a while, so the kill lands in the middle of it.
+            "stories": {
+                "US-001": [implement(1)],
+                "US-002": [{**implement(2), "commit": "wip"}],
+                "US-003": [{**implement(3), "sleep": 2}],
+                "US-004": [implement(4)],
+            },
+        },
+    )
+    argv = command(tmp_path, scenario, "--run-id", "killed")
+    checkpoint = tmp_path / "work/runs/killed/checkpoint.json"
+    first = subprocess.Popen(
+        argv,
+        cwd=checkout,
+        env=environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: passed_in_checkpoint(checkpoint) >= 2 or first.poll() is not None)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    # The machine went down with the worker: its agent (in a session of its own) goes too.
+    for line in (tmp_path / "calls.log").read_text().splitlines():
+        pid = int(line.split("pid=")[1])
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert passed_in_checkpoint(checkpoint) == 2
+    assert "US-004 1" not in calls(tmp_path)
+
+    done = run_cli(checkout, argv)
+
+    assert done.returncode == 0, done.stderr
+    made = calls(tmp_path)
+    assert made.count("plan 1") == 1
+    assert made.count("US-001 1") == 1 and made.count("US-002 1") == 1
+    assert made[-2:] == ["US-003 1", "US-004 1"]
+    subjects = git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines()[::-1]
+    assert subjects == [f"feat: [US-00{n}] - Feature {n}" for n in range(1, 5)]
+    result = json.loads((tmp_path / "work/runs/killed/verification-summary.json").read_text())
+    assert result["stories"]["passed"] == 4 and result["ready"] is True

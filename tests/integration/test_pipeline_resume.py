@@ -1,0 +1,172 @@
+"""Limits, resume from a checkpoint (file or Redis), and refusing a branch changed behind a run."""
+
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.integration.test_pipeline import (
+    MakeProject,
+    Project,
+    git,
+    implement,
+    prd,
+    project_factory,
+)
+from worker.agents import AgentCall, AgentOutcome, AgentSettings, CommandRunner
+from worker.exceptions import ResumeError
+from worker.pipeline import Pipeline
+from worker.redact import Redactor
+from worker.reporting import ConsoleReporter
+from worker.state import (
+    Checkpoint,
+    FileCheckpointStore,
+    RedisCheckpointStore,
+    StopReason,
+    StoryState,
+)
+
+BRANCH = "reqdrive/req-001-demo"
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> MakeProject:
+    return project_factory(tmp_path)
+
+
+class PricedRunner:
+    """The command runner, reporting a fixed cost per call as Claude Code's result line does."""
+
+    name = "priced"
+
+    def __init__(self, command: str, cost_usd: float) -> None:
+        settings = AgentSettings(runner="command", command=command, timeout_s=60)
+        self._runner = CommandRunner(settings, redactor=Redactor())
+        self._cost = cost_usd
+
+    def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
+        return replace(self._runner.run(call, cancel=cancel), cost_usd=self._cost)
+
+
+def four_stories(project: Project) -> Path:
+    return project.scenario(
+        {
+            "plan": [{"prd": prd(4)}],
+            "stories": {f"US-00{n}": [implement(n)] for n in range(1, 5)},
+        }
+    )
+
+
+def test_max_iterations_stops_the_loop_and_leaves_a_draft_naming_the_untried_stories(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"maxIterations": 2})
+    result = project.run(four_stories(project))
+    assert result.stop_reason is StopReason.MAX_ITERATIONS
+    assert [s.state for s in result.stories] == [StoryState.PASSED] * 2 + [StoryState.PENDING] * 2
+    assert result.draft_reason == (
+        "2 of 4 stories did not pass: US-003 (pending), US-004 (pending)"
+    )
+    assert "Stopped because: maxIterations reached." in (project.run_dir() / "pr.md").read_text()
+
+
+def test_the_budget_stops_the_loop_once_the_agents_reported_cost_reaches_it(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"budgetUsd": 1.0})
+    scenario = four_stories(project)
+    spec = project.spec(scenario)
+    runner = PricedRunner(project.agent_command(scenario), cost_usd=0.4)
+    pipeline = Pipeline(
+        spec,
+        reporter=ConsoleReporter(io.StringIO()),
+        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
+        runner=runner,
+    )
+    result = pipeline.run()
+    # plan 0.4, US-001 0.8, US-002 1.2: spent, so US-003 is never started.
+    assert result.stop_reason is StopReason.BUDGET_SPENT
+    assert project.calls() == ["plan 1", "US-001 1", "US-002 1"]
+    assert result.cost_usd == pytest.approx(1.2)
+    assert "$1.20" in (project.run_dir() / "pr.md").read_text()
+
+
+def test_a_resumed_run_pushes_the_checkpointed_commit_an_interrupted_push_missed(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"maxIterations": 1})
+    scenario = four_stories(project)
+    first = project.run(scenario)
+    # As if the worker died between its checkpoint and its push.
+    git(project.remote, "update-ref", f"refs/heads/{BRANCH}", first.base_sha)
+    second = project.run(scenario)
+    assert git(project.remote, "rev-parse", BRANCH) == first.head_sha == second.head_sha
+    assert project.calls() == ["plan 1", "US-001 1"]  # nothing re-done
+
+
+def test_resuming_refuses_a_branch_that_was_changed_outside_the_run(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    project = make_project({"maxIterations": 1})
+    scenario = four_stories(project)
+    first = project.run(scenario)
+    other = tmp_path / "someone-else"
+    git(tmp_path, "clone", "-q", "-b", BRANCH, str(project.remote), str(other))
+    (other / "manual.txt").write_text("a human commit\n")
+    git(other, "add", "-A")
+    git(other, "commit", "-qm", "manual change")
+    git(other, "push", "-q", "origin", BRANCH)
+
+    with pytest.raises(ResumeError) as caught:
+        project.run(scenario)
+    message = str(caught.value)
+    assert f"branch {BRANCH} is at" in message and first.head_sha[:12] in message
+    assert "changed outside this run" in message
+
+
+def test_a_checkpoint_in_redis_resumes_without_redoing_passed_stories(
+    make_project: MakeProject, redis_conn: redis.Redis
+) -> None:
+    project = make_project()
+    scenario = four_stories(project)
+    store = RedisCheckpointStore(redis_conn)
+    spec = project.spec(scenario)
+    first = Pipeline(spec, reporter=ConsoleReporter(io.StringIO()), checkpoints=store).run()
+    saved = store.load("run-1")
+    assert isinstance(saved, Checkpoint)
+    assert saved.head_sha == first.head_sha
+    assert [s.state for s in saved.stories] == [StoryState.PASSED] * 4
+    assert redis_conn.ttl("reqdrive:checkpoint:run-1") > 0
+
+    again = Pipeline(spec, reporter=ConsoleReporter(io.StringIO()), checkpoints=store).run()
+    assert project.calls().count("plan 1") == 1 and len(project.calls()) == 5
+    assert again.head_sha == first.head_sha and again.ready
+    assert len(project.branch_log()) == 4
+
+
+def test_cancelling_stops_before_the_next_story_and_leaves_a_draft(
+    make_project: MakeProject,
+) -> None:
+    project = make_project()
+    scenario = four_stories(project)
+    cancel = threading.Event()
+
+    class CancelAfterFirstStory(ConsoleReporter):
+        def story_finished(self, story, attempt):  # type: ignore[no-untyped-def]
+            cancel.set()
+
+    pipeline = Pipeline(
+        project.spec(scenario),
+        reporter=CancelAfterFirstStory(io.StringIO()),
+        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
+        cancel=cancel,
+    )
+    result = pipeline.run()
+    assert result.stop_reason is StopReason.CANCELLED
+    assert project.calls() == ["plan 1", "US-001 1"]
+    assert project.branch_log() == ["feat: [US-001] - Feature 1"] and not result.ready

@@ -87,7 +87,7 @@ def _start(name: str, command: list[str], env: dict[str, str], logs: Path) -> Ch
     log = logs / f"{name}.log"
     with log.open("ab") as out:
         # A process group of its own: the terminal's Ctrl-C reaches only `up`, which then
-        # stops the children in order (web first, the worker warm) instead of all at once.
+        # stops each child its own way (the worker warm, Redis after it) instead of all at once.
         process = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", *command],
             stdin=subprocess.DEVNULL,
@@ -173,7 +173,11 @@ def _wait_or_escalate(child: Child) -> None:
 
 
 def _health_url(host: str, port: int) -> str:
-    reachable = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104 - compared only
+    # A wildcard address is where the server listens, not one a client can connect to.
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # noqa: S104 - compared only
+    reachable = wildcard.get(host, host)
+    if ":" in reachable:  # an IPv6 literal goes in brackets
+        reachable = f"[{reachable}]"
     return f"http://{reachable}:{port}/healthz"
 
 

@@ -103,6 +103,11 @@ def _worker(args: argparse.Namespace) -> int:
     settings = load_settings()
     # No socket timeout, unlike the web's client: the worker blocks on the queue on purpose.
     connection = redis.Redis.from_url(settings.redis_url or DEFAULT_REDIS_URL)
+    try:
+        connection.ping()
+    except (redis.ConnectionError, redis.TimeoutError):
+        # Named, not printed: the URL may carry a password.
+        raise ConfigurationError("the Redis at REDIS_URL does not answer") from None
     # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.
     worker = Worker([settings.reqdrive_queue], connection=connection, serializer=JSONSerializer)
     worker.work(burst=args.burst, with_scheduler=True, logging_level="INFO")

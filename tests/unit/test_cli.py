@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import types
@@ -39,6 +40,24 @@ def test_refuses_to_start_without_the_webhook_secret(command: str, tmp_path: Pat
     assert "GITHUB_WEBHOOK_SECRET" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / ".reqdrive").exists()  # nothing was started
+
+
+def test_worker_refuses_a_redis_that_does_not_answer(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        closed = f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
+        result = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "worker"],
+            cwd=tmp_path,
+            env={**_env_without_secret(), "GITHUB_WEBHOOK_SECRET": "s", "REDIS_URL": closed},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode != 0
+    assert "REDIS_URL does not answer" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_run_hands_every_argument_to_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:

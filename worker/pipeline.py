@@ -275,7 +275,7 @@ class Pipeline:
             settings, redactor=self.redactor, source_env=self.spec.source_env
         )
         self.home.mkdir(parents=True, exist_ok=True)
-        self.gate_env = agent_environment(self.home, self.spec.source_env)
+        self.gate_env = agent_environment(self.home, self.spec.source_env, redactor=self.redactor)
         self.gates: list[GateSpec] = gate_specs(
             config.test_command, config.lint_command, config.gates
         )
@@ -381,6 +381,8 @@ class Pipeline:
         return results
 
     def _run_gates(self, label: str, *, fail_fast: bool) -> list[GateRecord]:
+        if not self.gates:
+            return []
         results = run_gates(
             self.gates,
             cwd=self.worktree.path,
@@ -390,6 +392,7 @@ class Pipeline:
             redactor=self.redactor,
             parallel=self.config.gates_mode is GatesMode.PARALLEL,
             fail_fast=fail_fast,
+            cancel=self.cancel,
         )
         # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.
         self._restore_tree("HEAD")
@@ -480,6 +483,8 @@ class Pipeline:
         if not _has_staged_changes(self.worktree.path, pre):
             self._restore_tree(pre)
             why = "no changes" + (" outside forbidden paths" if forbidden else "")
+            if outcome.error:
+                why += f" (agent: {outcome.error})"
             return AttemptRecord(
                 outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
             )

@@ -240,6 +240,26 @@ def test_up_with_redis_url_starts_no_redis_and_stops_on_sigterm(
     assert _group_gone(pids["worker"])
 
 
+def test_stopping_up_stops_a_running_job_too(
+    stack_dir: Path, redis_url: str, redis_conn: redis.Redis
+) -> None:
+    # A job that would outlive any warm shutdown: `up` must not leave its work horse behind.
+    queue = Queue("reqdrive", connection=redis_conn, serializer=JSONSerializer)
+    job = queue.enqueue("time.sleep", 3600, job_timeout=7200)
+    with running_up(stack_dir, _clean_env(REDIS_URL=redis_url)) as up:
+        _wait_healthy(up)
+        pids = up.pids()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while job.get_status(refresh=True) != JobStatus.STARTED:
+            assert time.monotonic() < deadline, "the worker never started the job"
+            time.sleep(0.2)
+        code = _stop(up, "sigterm")
+
+    assert code == 0, up.stderr
+    assert _group_gone(pids["worker"])
+    assert job.get_status(refresh=True) != JobStatus.FINISHED
+
+
 def test_a_dead_child_stops_the_stack_and_is_named(stack_dir: Path, redis_url: str) -> None:
     with running_up(stack_dir, _clean_env(REDIS_URL=redis_url)) as up:
         _wait_healthy(up)

@@ -224,3 +224,34 @@ def test_a_run_killed_after_story_2_of_4_resumes_at_story_3_without_redoing_or_d
     assert subjects == [f"feat: [US-00{n}] - Feature {n}" for n in range(1, 5)]
     result = json.loads((tmp_path / "work/runs/killed/verification-summary.json").read_text())
     assert result["stories"]["passed"] == 4 and result["ready"] is True
+
+
+def test_literal_text_through_the_reqdrive_console_script(tmp_path: Path, checkout: Path) -> None:
+    scenario = scenario_file(
+        tmp_path, {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}}
+    )
+    argv = command(tmp_path, scenario)
+    reqdrive = Path(sys.executable).with_name("reqdrive")
+    argv = [str(reqdrive), "run", "Add feature one\n\nIt returns 1.", *argv[4:]]
+    done = run_cli(checkout, argv)
+    assert done.returncode == 0, done.stderr
+    assert git(checkout, "log", "--format=%s", "main..reqdrive/add-feature-one") == (
+        "feat: [US-001] - Feature 1"
+    )
+    plan_prompt = (tmp_path / "work/runs/add-feature-one/iteration-plan-1.prompt.md").read_text()
+    assert '<requirement source="text">\nAdd feature one\n\nIt returns 1.' in plan_prompt
+
+
+def test_the_command_agent_without_a_template_exits_5(tmp_path: Path, checkout: Path) -> None:
+    argv = [
+        sys.executable,
+        "-m",
+        "worker.cli",
+        REQUIREMENT,
+        "--agent",
+        "command",
+        "--work-dir",
+        str(tmp_path / "w"),
+    ]
+    done = run_cli(checkout, argv)
+    assert done.returncode == 5 and "needs a command template" in done.stderr

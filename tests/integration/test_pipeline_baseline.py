@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, prd, project_factory
-from worker.state import AttemptOutcome, StoryState
+from worker.pipeline import Verdict, baseline_changes, judge
+from worker.state import AttemptOutcome, GateRecord, StoryState
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement's own tests, committed before any code: all three fail on the base commit.
@@ -108,3 +109,78 @@ def test_without_per_test_results_stories_on_a_failing_baseline_are_unverified(
     assert second.state is StoryState.PASSED
     assert result.ready
     assert project.calls().count("US-001 1") == 1 and "US-001 2" not in project.calls()
+
+
+# The judgement itself, on plain records -----------------------------------------------------
+
+
+def record(name: str, passed: bool, failed: list[str] | None = None) -> GateRecord:
+    return GateRecord(
+        name=name,
+        command=name,
+        passed=passed,
+        exit_code=0 if passed else 1,
+        timed_out=False,
+        duration_s=0.1,
+        failed_tests=failed,
+    )
+
+
+@pytest.mark.parametrize(
+    ("reference", "results", "verdict", "reason"),
+    [
+        ([record("tests", True)], [record("tests", True)], Verdict.PASSED, ""),
+        (
+            [record("tests", True)],
+            [record("tests", False, [])],
+            Verdict.FAILED,
+            "gate tests failed",
+        ),
+        # A gate that fail-fast never reached is not a pass.
+        (
+            [record("tests", True), record("lint", True)],
+            [record("tests", False)],
+            Verdict.FAILED,
+            "gate tests failed",
+        ),
+        (
+            [record("tests", False, ["t::a", "t::b"])],
+            [record("tests", False, ["t::b"])],
+            Verdict.PASSED,
+            "added no failing test",
+        ),
+        (
+            [record("tests", False, ["t::a"])],
+            [record("tests", False, ["t::a", "t::z"])],
+            Verdict.FAILED,
+            "gate tests: new failing tests: t::z",
+        ),
+        (
+            [record("tests", False, None)],
+            [record("tests", False, None)],
+            Verdict.UNVERIFIED,
+            "gate tests already failed before this story and reports no per-test results",
+        ),
+        # Green elsewhere stays required on a red baseline.
+        (
+            [record("tests", False, ["t::a"]), record("lint", True)],
+            [record("tests", False, ["t::a"]), record("lint", False)],
+            Verdict.FAILED,
+            "gate lint failed",
+        ),
+    ],
+)
+def test_an_attempt_is_judged_against_the_state_it_started_from(
+    reference: list[GateRecord], results: list[GateRecord], verdict: Verdict, reason: str
+) -> None:
+    expected = [g.name for g in reference]
+    assert judge(reference, results, expected) == (verdict, reason)
+
+
+def test_baseline_changes_split_fixed_from_remaining() -> None:
+    baseline = [record("tests", False, ["a", "b", "c"]), record("e2e", False, ["x"])]
+    assert baseline_changes(
+        baseline, [record("tests", False, ["c", "new"]), record("e2e", True)]
+    ) == (["a", "b", "x"], ["c"])
+    # Without per-test results at the end nothing can be called fixed.
+    assert baseline_changes(baseline[:1], [record("tests", False, None)]) == ([], ["a", "b", "c"])

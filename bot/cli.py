@@ -18,6 +18,9 @@ WEB_SERVER = ("gunicorn", "--no-control-socket", "--bind", "{host}:{port}", "bot
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3000
+# How long `up` lets a running job finish after Ctrl-C. A job stopped sooner is retried later
+# from its checkpoint (RQ Retry), so waiting longer only keeps the developer waiting.
+DEFAULT_GRACE_S = 20.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = commands.add_parser("up", help="run the local stack: Redis if needed, web, one worker")
     _add_bind_options(up)
+    up.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE_S,
+        metavar="SECONDS",
+        help=f"time a running job gets to finish after Ctrl-C (default {DEFAULT_GRACE_S:g}s; "
+        "a second Ctrl-C: none)",
+    )
     up.set_defaults(handler=_up)
 
     serve = commands.add_parser("serve", help="run the production web server (Procfile web)")
@@ -80,7 +91,7 @@ def web_server_argv(host: str, port: int) -> list[str]:
 def _up(args: argparse.Namespace) -> int:
     from bot.stack import run_stack  # the stack pulls in process handling only `up` needs
 
-    return run_stack(host=args.host, port=args.port)
+    return run_stack(host=args.host, port=args.port, grace_s=args.grace)
 
 
 def _serve(args: argparse.Namespace) -> int:

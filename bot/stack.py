@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,10 +22,10 @@ from bot.exceptions import ConfigurationError
 from bot.settings import load_settings
 
 POLL_S = 0.2
-# A running job gets this long to finish after Ctrl-C; then RQ's cold shutdown kills it and the
-# job is retried later (RQ Retry), so waiting longer only delays the developer.
-WORKER_WARM_S = 20.0
 STOP_S = 10.0
+# RQ ignores a second stop signal that comes within a second of the first (worker pools send
+# duplicates), so the one that asks for a cold shutdown waits this long after the first.
+RQ_SIGNAL_DEBOUNCE_S = 1.2
 LOG_TAIL_LINES = 10
 
 
@@ -40,8 +41,19 @@ class Child:
         return self.process.poll() is None
 
 
-def run_stack(host: str, port: int) -> int:
-    """Start everything, wait for Ctrl-C/SIGTERM or a death, stop everything; the exit code."""
+@dataclass(frozen=True)
+class StopRequests:
+    """The first SIGINT/SIGTERM asks for a graceful stop; a second one for an immediate one."""
+
+    graceful: threading.Event
+    now: threading.Event
+
+
+def run_stack(host: str, port: int, grace_s: float) -> int:
+    """Start everything, wait for Ctrl-C/SIGTERM or a death, stop everything; the exit code.
+
+    After Ctrl-C a running job gets `grace_s` to finish; then RQ's cold shutdown kills it.
+    """
     load_dotenv(Path.cwd() / ".env", override=False)  # real environment variables win
     settings = load_settings()
     work_dir = settings.reqdrive_work_dir
@@ -63,18 +75,22 @@ def run_stack(host: str, port: int) -> int:
             children.append(_start("web", serve, env, logs))
             children.append(_start("worker", ["worker"], env, logs))
             _announce(host, port, embedded, children)
-            return _supervise(children, embedded, stop, _health_url(host, port))
+            return _supervise(children, embedded, stop.graceful, _health_url(host, port))
         finally:
-            _stop_all(children, embedded)
+            _stop_all(children, embedded, grace_s, stop.now)
 
 
 @contextmanager
-def _stop_requested() -> Iterator[threading.Event]:
-    """An event set by SIGINT or SIGTERM, instead of KeyboardInterrupt mid-startup."""
-    stop = threading.Event()
+def _stop_requested() -> Iterator[StopRequests]:
+    """Events set by SIGINT or SIGTERM, instead of KeyboardInterrupt mid-startup."""
+    stop = StopRequests(threading.Event(), threading.Event())
+
+    def request(_signum: int, _frame: object) -> None:
+        (stop.now if stop.graceful.is_set() else stop.graceful).set()
+
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
-        signal.signal(sig, lambda _signum, _frame: stop.set())
+        signal.signal(sig, request)
     try:
         yield stop
     finally:
@@ -121,7 +137,7 @@ def _supervise(
         if not ready and _answers_ok(health):
             ready = True
             print("reqdrive is up: the web server answers /healthz", flush=True)
-    print("reqdrive up: stopping", flush=True)
+    print("reqdrive up: stopping (Ctrl-C again stops running jobs at once)", flush=True)
     return 0
 
 
@@ -145,24 +161,27 @@ def _report_death(child: Child) -> None:
         print(f"  {line}", file=sys.stderr)
 
 
-def _stop_all(children: list[Child], embedded: EmbeddedRedis | None) -> None:
+def _stop_all(
+    children: list[Child], embedded: EmbeddedRedis | None, grace_s: float, now: threading.Event
+) -> None:
     # Web and worker get their polite signal together; Redis goes last, after the worker
     # has written its job state.
+    signalled_at = time.monotonic()
     for child in children:
         if child.alive():
             child.process.send_signal(signal.SIGTERM)  # gunicorn: graceful; RQ: warm shutdown
     for child in children:
-        _wait_or_escalate(child)
+        _wait_or_escalate(child, grace_s if child.name == "worker" else STOP_S, now, signalled_at)
     if embedded is not None:
         embedded.stop()
 
 
-def _wait_or_escalate(child: Child) -> None:
-    grace = WORKER_WARM_S if child.name == "worker" else STOP_S
-    try:
-        child.process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
+def _wait_or_escalate(
+    child: Child, grace_s: float, now: threading.Event, signalled_at: float
+) -> None:
+    if not _exited_within(child, grace_s, now):
         # A second SIGTERM is RQ's cold shutdown (it kills the job's work horse itself).
+        time.sleep(max(0.0, signalled_at + RQ_SIGNAL_DEBOUNCE_S - time.monotonic()))
         child.process.send_signal(signal.SIGTERM)
         with suppress(subprocess.TimeoutExpired):
             child.process.wait(timeout=STOP_S)
@@ -170,6 +189,16 @@ def _wait_or_escalate(child: Child) -> None:
     with suppress(ProcessLookupError):
         os.killpg(child.process.pid, signal.SIGKILL)
     child.process.wait()
+
+
+def _exited_within(child: Child, seconds: float, now: threading.Event) -> bool:
+    """Wait for the child to exit; give up at the deadline or when a stop is demanded now."""
+    deadline = time.monotonic() + seconds
+    while child.alive():
+        if now.is_set() or time.monotonic() >= deadline:
+            return False
+        now.wait(POLL_S)
+    return True
 
 
 def _health_url(host: str, port: int) -> str:

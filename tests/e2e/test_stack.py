@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 from rq import Queue
-from rq.job import JobStatus
+from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from tests.conftest import WEBHOOK_EXAMPLES
@@ -73,12 +73,12 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_up(cwd: Path, env: dict[str, str]) -> Iterator[Up]:
+def running_up(cwd: Path, env: dict[str, str], *options: str) -> Iterator[Up]:
     """`reqdrive up` in its own session; on the way out it is stopped and its pipes closed."""
     port = _free_port()
     # Its own session, so a test can send SIGINT to the whole group as a terminal's Ctrl-C does.
     with subprocess.Popen(
-        [REQDRIVE, "up", "--port", str(port)],
+        [REQDRIVE, "up", "--port", str(port), *options],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -240,24 +240,49 @@ def test_up_with_redis_url_starts_no_redis_and_stops_on_sigterm(
     assert _group_gone(pids["worker"])
 
 
-def test_stopping_up_stops_a_running_job_too(
-    stack_dir: Path, redis_url: str, redis_conn: redis.Redis
-) -> None:
-    # A job that would outlive any warm shutdown: `up` must not leave its work horse behind.
+def _start_long_job(up: Up, redis_conn: redis.Redis) -> Job:
+    """A job that would outlive any warm shutdown, running in the stack's worker."""
     queue = Queue("reqdrive", connection=redis_conn, serializer=JSONSerializer)
     job = queue.enqueue("time.sleep", 3600, job_timeout=7200)
-    with running_up(stack_dir, _clean_env(REDIS_URL=redis_url)) as up:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while job.get_status(refresh=True) != JobStatus.STARTED:
+        assert time.monotonic() < deadline, "the worker never started the job"
+        time.sleep(0.2)
+    return job
+
+
+def test_a_running_job_is_stopped_when_its_grace_runs_out(
+    stack_dir: Path, redis_url: str, redis_conn: redis.Redis
+) -> None:
+    with running_up(stack_dir, _clean_env(REDIS_URL=redis_url), "--grace", "1") as up:
         _wait_healthy(up)
         pids = up.pids()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while job.get_status(refresh=True) != JobStatus.STARTED:
-            assert time.monotonic() < deadline, "the worker never started the job"
-            time.sleep(0.2)
+        job = _start_long_job(up, redis_conn)
         code = _stop(up, "sigterm")
 
     assert code == 0, up.stderr
-    assert _group_gone(pids["worker"])
+    assert _group_gone(pids["worker"])  # the work horse running the job included
     assert job.get_status(refresh=True) != JobStatus.FINISHED
+
+
+def test_a_second_ctrl_c_stops_a_running_job_at_once(
+    stack_dir: Path, redis_url: str, redis_conn: redis.Redis
+) -> None:
+    # A grace far beyond the test's patience: only the second Ctrl-C can end this in time.
+    with running_up(stack_dir, _clean_env(REDIS_URL=redis_url), "--grace", "86400") as up:
+        _wait_healthy(up)
+        pids = up.pids()
+        _start_long_job(up, redis_conn)
+        os.killpg(up.process.pid, signal.SIGINT)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "reqdrive up: stopping" not in up.output():
+            assert time.monotonic() < deadline, "up never started stopping"
+            time.sleep(0.2)
+        code = _stop(up, "ctrl-c")
+
+    assert code == 0, up.stderr
+    assert _group_gone(pids["worker"])
+    assert "cold shut down" in (stack_dir / ".reqdrive" / "logs" / "worker.log").read_text()
 
 
 def test_a_dead_child_stops_the_stack_and_is_named(stack_dir: Path, redis_url: str) -> None:

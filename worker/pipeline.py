@@ -19,7 +19,7 @@ from worker.agents import (
     agent_environment,
     make_runner,
 )
-from worker.exceptions import PrdError, ReqdriveError, ResumeError
+from worker.exceptions import PrdError, ResumeError
 from worker.gates import GateSpec, gate_specs, run_gates
 from worker.prd import MAX_STORIES, MIN_STORIES, Prd, Story, parse_prd, select_next_story
 from worker.prompting import PLAN_TEMPLATE, STORY_TEMPLATE, PromptRenderer, load_overrides
@@ -130,62 +130,64 @@ class Pipeline:
 
     def run(self) -> RunResult:
         self.checkpoint: Checkpoint | None = self.checkpoints.load(self.spec.run_id)
-        step = RunStep.WORKSPACE
+        self.step = RunStep.WORKSPACE
         try:
-            self.worktree = self._workspace()
-            cp = self.cp
-            step = RunStep.PLAN
-            self._configure()
-            self.reporter.run_started(cp.run_id, cp.requirement_source, cp.branch)
-            self._write_run_json()
-            if cp.prd is None:
-                self._save(step=RunStep.PLAN)
-                self._plan()
-            self.reporter.plan_ready(cp.stories)
-            step = RunStep.BASELINE
-            if cp.baseline is None:
-                self._save(step=RunStep.BASELINE)
-                cp.baseline = self._baseline()
-                self._save()
-            step = RunStep.IMPLEMENT
-            self._save(step=RunStep.IMPLEMENT)
-            stop = self._implement()
-            step = RunStep.VERIFY
-            self._save(step=RunStep.VERIFY, stop_reason=stop)
-            final = self._verify()
-            step = RunStep.DELIVER
-            result = self._deliver(final, stop)
-        except ReqdriveError as error:
-            self._fail(step, error)
+            result = self._run()
+        except Exception as error:
+            self._fail(error)
             raise
         self.reporter.run_finished(result)
         return result
 
-    def _fail(self, step: RunStep, error: Exception) -> None:
-        log.warning("run failed", extra={"run_id": self.spec.run_id, "step": str(step)})
+    def _run(self) -> RunResult:
+        self.worktree = self._workspace()
+        self._configure()
+        cp = self.cp
+        self.reporter.run_started(cp.run_id, cp.requirement_source, cp.branch)
+        self._enter(RunStep.PLAN)
+        if cp.prd is None:
+            self._plan()
+        self.reporter.plan_ready(cp.stories)
+        self._enter(RunStep.BASELINE)
+        if cp.baseline is None:
+            cp.baseline = self._baseline()
+        self._enter(RunStep.IMPLEMENT)
+        cp.stop_reason = self._implement()
+        self._enter(RunStep.VERIFY)
+        final = self._verify()
+        self._enter(RunStep.DELIVER)
+        return self._deliver(final, cp.stop_reason)
+
+    def _enter(self, step: RunStep) -> None:
+        """Record the step, so a failure (or a resumed run) can say where the run was."""
+        self.step = step
+        self._save(step=step)
+        self._write_run_json()
+
+    def _fail(self, error: Exception) -> None:
+        log.warning("run failed", extra={"run_id": self.spec.run_id, "step": str(self.step)})
+        message = self.redactor.redact(str(error) or type(error).__name__)
         if self.checkpoint is not None:
             self.checkpoint.status = RunStatus.FAILED
-            self.checkpoint.error = self.redactor.redact(str(error))
-            self.checkpoint.step = step
+            self.checkpoint.error = message
+            self.checkpoint.step = self.step
             self.checkpoints.save(self.checkpoint)
-        self._write_run_json(error=str(error), step=step)
+        self._write_run_json(error=message)
 
-    def _save(self, *, step: RunStep | None = None, stop_reason: StopReason | None = None) -> None:
+    def _save(self, *, step: RunStep | None = None) -> None:
         cp = self.cp
         if step is not None:
             cp.step = step
-        if stop_reason is not None:
-            cp.stop_reason = stop_reason
         self.checkpoints.save(cp)
 
-    def _write_run_json(self, *, error: str | None = None, step: RunStep | None = None) -> None:
+    def _write_run_json(self, *, error: str | None = None) -> None:
         cp = self.checkpoint
         data: dict[str, object] = {
             "run_id": self.spec.run_id,
             "requirement": self.spec.requirement.source,
             "pid": os.getpid(),
             "status": str(RunStatus.FAILED if error else (cp.status if cp else RunStatus.RUNNING)),
-            "step": str(step or (cp.step if cp else RunStep.WORKSPACE)),
+            "step": str(self.step),
         }
         if cp is not None:
             data |= {
@@ -395,7 +397,8 @@ class Pipeline:
             cancel=self.cancel,
         )
         # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.
-        self._restore_tree("HEAD")
+        run_git(["reset", "--hard", "--quiet"], cwd=self.worktree.path)
+        run_git(["clean", "-ffd", "--quiet"], cwd=self.worktree.path)
         return [GateRecord.of(r) for r in results]
 
     # implement ----------------------------------------------------------------------------
@@ -543,13 +546,12 @@ class Pipeline:
 
     def _fail_fast(self) -> bool:
         # On a failing baseline every gate's result is needed to compare failures one by one.
-        cp = self.checkpoint
-        return cp is not None and all(g.passed for g in cp.baseline or [])
+        return all(g.passed for g in self.cp.baseline or [])
 
     def _collect_changes(self, pre: str) -> list[str]:
         """Make the agent's work one set of staged changes on top of `pre`, without anything
         under forbiddenPaths; return the forbidden paths it touched (now reverted)."""
-        path, branch = self.worktree.path, self.checkpoint.branch if self.checkpoint else ""
+        path, branch = self.worktree.path, self.cp.branch
         # The agent may have committed, switched branches or moved HEAD: point HEAD back at the
         # run's branch and squash whatever it committed into the working tree's state.
         run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=path)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 CHECKPOINT_KEY = "reqdrive:checkpoint:{run_id}"
 CHECKPOINT_TTL_S = 30 * 24 * 3600  # a paused run can be resumed for a month
 CHECKPOINT_FILE = "checkpoint.json"
+FEEDBACK_CHARS = 12_000  # per failing gate, in the next attempt's prompt
 
 
 class RunStep(StrEnum):
@@ -135,7 +136,10 @@ class StoryRecord(BaseModel):
         failing = [g for g in last.gates if not g.passed]
         if not failing:
             return last.reason or None
-        return "\n\n".join(f"$ {g.command}\n{g.output_tail.strip()}" for g in failing)
+        # The end of a test run's output is where failures are summarised; keep prompts small.
+        return "\n\n".join(
+            f"$ {g.command}\n{g.output_tail.strip()[-FEEDBACK_CHARS:]}" for g in failing
+        )
 
 
 class Checkpoint(BaseModel):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +24,7 @@ from worker.agents import (
 from worker.exceptions import PrdError, ResumeError
 from worker.gates import GateSpec, gate_specs, run_gates
 from worker.prd import MAX_STORIES, MIN_STORIES, Prd, Story, parse_prd, select_next_story
+from worker.processes import MARK_VAR
 from worker.prompting import PLAN_TEMPLATE, STORY_TEMPLATE, PromptRenderer, load_overrides
 from worker.redact import Redactor
 from worker.repo_config import GatesMode, RepoConfig, matches_any, read_repo_config
@@ -208,6 +211,13 @@ class Pipeline:
         spec, cp = self.spec, self.checkpoint
         branch = cp.branch if cp else f"reqdrive/{spec.requirement.slug}"
         base_ref = cp.base_ref if cp else spec.base_ref
+        if cp is not None:
+            stopped = stop_leftovers(self.cache.worktrees_dir / spec.run_id)
+            if stopped:
+                log.warning(
+                    "stopped processes of an interrupted run",
+                    extra={"run_id": spec.run_id, "pids": stopped},
+                )
         worktree = self.cache.prepare(
             spec.remote_url,
             branch=branch,
@@ -797,6 +807,31 @@ def _progress_line(record: StoryRecord, attempt: AttemptRecord) -> str:
         f"iteration {attempt.iteration}: {record.id} attempt {attempt.attempt}: "
         f"{attempt.outcome}{why}{commit}{forbidden}"
     )
+
+
+def stop_leftovers(worktree: Path) -> list[int]:
+    """Kill what a killed worker left running in this run's worktree, before it is reused.
+
+    A SIGKILLed worker cannot stop its agent, which runs in a session of its own and would go
+    on writing into the worktree the resumed run works in. Only processes started through
+    run_process (they carry its marker) with their working directory in the worktree count, so
+    a person's shell looking around in there is left alone.
+    """
+    proc, own, stopped = Path("/proc"), os.getpid(), []
+    needle = f"{MARK_VAR}=".encode()
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == own:
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            marked = needle in (entry / "environ").read_bytes()
+        except OSError:  # gone already, or not ours to inspect
+            continue
+        if marked and (cwd == worktree or worktree in cwd.parents):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                stopped.append(int(entry.name))
+    return stopped
 
 
 # git helpers ----------------------------------------------------------------------------------

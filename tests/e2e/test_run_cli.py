@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -89,7 +88,8 @@ def run_cli(cwd: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 def calls(tmp_path: Path) -> list[str]:
     log = tmp_path / "calls.log"
-    return [line.split(" pid=")[0] for line in log.read_text().splitlines()]
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [line.split(" pid=")[0] for line in lines]
 
 
 def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch_back(
@@ -158,6 +158,15 @@ def test_a_bad_repository_config_exits_3_naming_the_key(tmp_path: Path, checkout
     assert done.returncode == 3 and "key 'maxIterations'" in done.stderr
 
 
+def alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        state = stat.read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
 def wait_for(condition: Any, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -181,11 +190,13 @@ def test_a_run_killed_after_story_2_of_4_resumes_at_story_3_without_redoing_or_d
         tmp_path,
         {
             "plan": [{"prd": prd(4)}],
-            # Story 3's agent works for a while, so the kill lands in the middle of it.
+            # Story 3's first agent works for two minutes: the kill lands in the middle of it.
             "stories": {
                 "US-001": [implement(1)],
                 "US-002": [{**implement(2), "commit": "wip"}],
-                "US-003": [{**implement(3), "sleep": 2}],
+                "US-003": [
+                    {**implement(3), "sleep_once": 120, "once_file": str(tmp_path / "slept")}
+                ],
                 "US-004": [implement(4)],
             },
         },
@@ -201,19 +212,22 @@ def test_a_run_killed_after_story_2_of_4_resumes_at_story_3_without_redoing_or_d
         start_new_session=True,
     )
     try:
-        wait_for(lambda: passed_in_checkpoint(checkpoint) >= 2 or first.poll() is not None)
+        wait_for(lambda: "US-003 1" in calls(tmp_path) or first.poll() is not None)
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-    # The machine went down with the worker: its agent (in a session of its own) goes too.
-    for line in (tmp_path / "calls.log").read_text().splitlines():
-        pid = int(line.split("pid=")[1])
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
     assert passed_in_checkpoint(checkpoint) == 2
     assert "US-004 1" not in calls(tmp_path)
+    # The agent runs in a session of its own, so it outlived the worker.
+    agents = [
+        int(line.split("pid=")[1]) for line in (tmp_path / "calls.log").read_text().splitlines()
+    ]
+    assert alive(agents[-1])
 
     done = run_cli(checkout, argv)
+
+    # The resumed run stopped the interrupted agent before reusing the worktree.
+    assert not any(alive(pid) for pid in agents)
 
     assert done.returncode == 0, done.stderr
     made = calls(tmp_path)

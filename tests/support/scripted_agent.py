@@ -12,10 +12,10 @@ It is stateless like a real agent: the story and attempt come from the prompt ("
      "stories": {"US-001": [{...attempt 1...}, ...]},     # the last entry repeats
      "calls_log": "/abs/calls.log"}                       # optional: one line per call
 
-An attempt's steps, in this order: sleep, print, dump_env, write {path: text}, delete [paths],
-prd (object, planning: written as run_dir/prd.json) or prd_raw (text), claim_passes,
-commit (message), hang (seconds; also starts a `setsid` child; pids go to pids_file),
-exit_code.
+An attempt's steps, in this order: sleep, sleep_once (with once_file), print, dump_env,
+write {path: text}, delete [paths], prd (object, planning: written as run_dir/prd.json) or
+prd_raw (text), claim_passes, commit (message), hang (seconds; also starts a `setsid` child;
+pids go to pids_file), exit_code.
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ def perform(steps: dict[str, Any], *, run_dir: Path, story_id: str | None) -> in
     cwd = Path.cwd()
     if "sleep" in steps:
         time.sleep(float(steps["sleep"]))
+    if "sleep_once" in steps:  # only the first call that sees no once_file sleeps
+        once = Path(steps["once_file"])
+        if not once.exists():
+            once.touch()
+            time.sleep(float(steps["sleep_once"]))
     if "print" in steps:
         print(steps["print"], flush=True)
     if "dump_env" in steps:

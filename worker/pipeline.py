@@ -654,6 +654,7 @@ class Pipeline:
         diff = _git_out(["diff", "--no-color", cp.base_sha, cp.head_sha], self.worktree.path)
         self.folder.write_text(CHANGES_PATCH, diff + "\n" if diff else "")
         self.folder.write_text(PR_BODY, render_pr_body(result))
+        self.folder.sweep(full=True)
         cp.status, cp.step = RunStatus.FINISHED, RunStep.DONE
         self._save()
         self._write_run_json()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ class RunFolder:
     def __init__(self, path: Path, redactor: Redactor) -> None:
         self.path = path
         self.redactor = redactor
+        self._swept_at = 0.0  # files unchanged since the last sweep need no second look
         path.mkdir(parents=True, exist_ok=True)
 
     def file(self, name: str) -> Path:
@@ -60,11 +62,18 @@ class RunFolder:
         path = self.file(PROGRESS)
         return path.read_text() if path.exists() else ""
 
-    def sweep(self) -> None:
-        """Redact every file in the folder in place: the agent can write here, and what it
-        writes must not keep a secret either."""
+    def sweep(self, *, full: bool = False) -> None:
+        """Redact the folder's files in place: the agent can write here, and what it writes
+        must not keep a secret either. Between agent calls only files changed since the last
+        sweep are read; `full` reads them all (at the end of a run, whatever their mtime)."""
+        started = time.time()
         for path in self.path.rglob("*"):
-            if not path.is_file() or path.is_symlink() or path.stat().st_size > SWEEP_MAX_BYTES:
+            if not path.is_file() or path.is_symlink():
+                continue
+            stat = path.stat()
+            # A second of slack: coarse file system clocks must not hide a fresh write.
+            since = 0.0 if full else self._swept_at - 1
+            if stat.st_size > SWEEP_MAX_BYTES or stat.st_mtime < since:
                 continue
             try:
                 text = path.read_text()
@@ -73,3 +82,4 @@ class RunFolder:
             clean = self.redactor.redact(text)
             if clean != text:
                 path.write_text(clean)
+        self._swept_at = started

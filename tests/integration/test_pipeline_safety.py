@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, git, implement, prd, project_factory
+from worker.redact import Redactor
+from worker.run_folder import RunFolder
 from worker.state import AttemptOutcome, StoryState
 
 TOKEN = "ghp_" + "a1B2c3D4e5" * 4  # a GitHub personal token's shape
@@ -119,3 +121,22 @@ def test_an_agent_claiming_passes_true_for_failing_tests_is_recorded_as_failed(
     assert git(project.remote, "branch", "--list", "reqdrive/*") == ""
     stored = json.loads((project.run_dir() / "prd.json").read_text())
     assert stored["userStories"][0]["passes"] is False
+
+
+def test_the_run_folder_redacts_what_it_writes_and_sweeps_what_others_wrote(
+    tmp_path: Path,
+) -> None:
+    folder = RunFolder(tmp_path / "run", Redactor([WORKER_SECRET]))
+    folder.write_text("a.txt", f"value {WORKER_SECRET} and {TOKEN}")
+    assert (tmp_path / "run/a.txt").read_text() == "value [REDACTED] and [REDACTED]"
+    folder.sweep()
+    # The agent writes into the folder behind the worker's back, one file even back-dated.
+    fresh, backdated = tmp_path / "run/agent.txt", tmp_path / "run/old.txt"
+    fresh.write_text(f"leak {TOKEN}")
+    backdated.write_text(f"leak {TOKEN}")
+    os.utime(backdated, (0, 0))
+    folder.sweep()
+    assert fresh.read_text() == "leak [REDACTED]"
+    assert TOKEN in backdated.read_text()  # skipped by the quick sweep between calls
+    folder.sweep(full=True)
+    assert backdated.read_text() == "leak [REDACTED]"

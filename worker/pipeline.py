@@ -132,15 +132,20 @@ class Pipeline:
     # the run ------------------------------------------------------------------------------
 
     def run(self) -> RunResult:
-        self.checkpoint: Checkpoint | None = self.checkpoints.load(self.spec.run_id)
+        self.checkpoint: Checkpoint | None = None
+        with self.folder.lock():
+            result = self._locked_run()
+        self.reporter.run_finished(result)
+        return result
+
+    def _locked_run(self) -> RunResult:
+        self.checkpoint = self.checkpoints.load(self.spec.run_id)
         self.step = RunStep.WORKSPACE
         try:
-            result = self._run()
+            return self._run()
         except Exception as error:
             self._fail(error)
             raise
-        self.reporter.run_finished(result)
-        return result
 
     def _run(self) -> RunResult:
         self.worktree = self._workspace()

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from worker.exceptions import PreflightError
 from worker.redact import Redactor
 
 RUN_JSON = "run.json"
@@ -16,6 +20,7 @@ PROGRESS = "progress.txt"
 VERIFICATION_SUMMARY = "verification-summary.json"
 CHANGES_PATCH = "changes.patch"
 PR_BODY = "pr.md"
+LOCK_FILE = ".lock"
 # The agent may write here (planning puts prd.json here); anything it leaves is re-redacted.
 SWEEP_MAX_BYTES = 20 * 1024 * 1024
 
@@ -61,6 +66,28 @@ class RunFolder:
     def progress(self) -> str:
         path = self.file(PROGRESS)
         return path.read_text() if path.exists() else ""
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the run for this process: a second `reqdrive run` (or a duplicate job on this
+        machine) with the same run id would clobber its worktree, checkpoint and logs."""
+        with (self.path / LOCK_FILE).open("a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise PreflightError(
+                    f"run {self.path.name} is already running (pid {holder})"
+                ) from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def sweep(self, *, full: bool = False) -> None:
         """Redact the folder's files in place: the agent can write here, and what it writes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import threading
 from dataclasses import replace
@@ -19,7 +20,7 @@ from tests.integration.test_pipeline import (
     project_factory,
 )
 from worker.agents import AgentCall, AgentOutcome, AgentSettings, CommandRunner
-from worker.exceptions import ResumeError
+from worker.exceptions import PreflightError, ResumeError
 from worker.pipeline import Pipeline
 from worker.redact import Redactor
 from worker.reporting import ConsoleReporter
@@ -170,3 +171,20 @@ def test_cancelling_stops_before_the_next_story_and_leaves_a_draft(
     assert result.stop_reason is StopReason.CANCELLED
     assert project.calls() == ["plan 1", "US-001 1"]
     assert project.branch_log() == ["feat: [US-001] - Feature 1"] and not result.ready
+
+
+def test_a_second_run_with_the_same_id_is_refused_while_the_first_holds_it(
+    make_project: MakeProject,
+) -> None:
+    project = make_project()
+    scenario = four_stories(project)
+    run_dir = project.run_dir()
+    run_dir.mkdir(parents=True)
+    with (run_dir / ".lock").open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242\n")
+        held.flush()
+        with pytest.raises(PreflightError, match=r"run run-1 is already running \(pid 4242\)"):
+            project.run(scenario)
+    assert project.calls() == []
+    assert project.run(scenario).ready  # once it is free, the run goes ahead

@@ -5,7 +5,7 @@ connections, for (a) a trigger that reqdrive enqueues and (b) an event reqdrive 
 (`X-GitHub-Event: watch`, same bytes). Prints deliveries/s and p50/p99 latency per cell and
 the reqdrive/Probot ratios of the same run.
 
-    .venv/bin/python bench/intake.py            # the full run, about five minutes
+    .venv/bin/python bench/intake.py            # the full run, about three minutes
     .venv/bin/python bench/intake.py --quick    # a smoke run of a few seconds per server
 
 Needs wrk (Debian's package), node and npm (Probot is installed from the npm registry into a
@@ -463,13 +463,16 @@ def run_wrk(
     out = workdir / f"{target.name}-{case}-{connections}-{nonce}.json"
     script = write_script(workdir, payload, event, target.path, vary, out, nonce)
     threads = min(2, connections)
-    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--timeout", "5s"]
-    subprocess.run(
+    duration = max(1, round(seconds))  # wrk takes whole seconds
+    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "5s"]
+    result = subprocess.run(
         [*argv, "-s", str(script), target.url],
         capture_output=True,
-        check=True,
-        timeout=seconds + 60,
+        text=True,
+        timeout=duration + 60,
     )
+    if result.returncode != 0 or not out.exists():
+        raise SystemExit(f"wrk failed ({result.returncode}): {result.stdout}{result.stderr}")
     return dict(json.loads(out.read_text()))
 
 
@@ -481,7 +484,8 @@ def measure(args: argparse.Namespace) -> list[Cell]:
     payload = build_payload()
     print(f"payload: {len(payload.fixed)} bytes, issues.labeled with label {TRIGGER_LABEL!r}")
     cases = {"trigger": "issues", "ignored": IGNORED_EVENT}
-    web = args.web or procfile_web()
+    # The Procfile binds every interface for a platform's router; a load test stays on loopback.
+    web = (args.web or procfile_web()).replace("0.0.0.0", "127.0.0.1")  # noqa: S104
     reqdrive = Target("reqdrive", REQDRIVE_PORT, REQDRIVE_PATH, {"trigger": 202, "ignored": 204})
     probot = Target("probot", PROBOT_PORT, PROBOT_PATH, {"trigger": 200, "ignored": 200})
     targets = [reqdrive] if args.no_probot else [reqdrive, probot]
@@ -652,7 +656,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write the cells here")
     args = parser.parse_args(argv)
     if args.quick:
-        args.seconds, args.warmup, args.connections = 2.0, 0.5, [1, 16]
+        args.seconds, args.warmup, args.connections = 2.0, 1.0, [1, 16]
     return args
 
 

@@ -480,9 +480,11 @@ def queued_jobs(conn: redis.Redis, queue: str) -> int:
     return int(conn.llen(f"rq:queue:{queue}"))
 
 
-def measure(args: argparse.Namespace) -> list[Cell]:
+def measure(args: argparse.Namespace, setup: list[str]) -> list[Cell]:
+    """Run every cell; append what was measured how to `setup` for the record."""
     payload = build_payload()
-    print(f"payload: {len(payload.fixed)} bytes, issues.labeled with label {TRIGGER_LABEL!r}")
+    setup.append(f"payload: {len(payload.fixed)} bytes, issues.labeled, label {TRIGGER_LABEL!r}")
+    print(setup[-1])
     cases = {"trigger": "issues", "ignored": IGNORED_EVENT}
     # The Procfile binds every interface for a platform's router; a load test stays on loopback.
     web = (args.web or procfile_web()).replace("0.0.0.0", "127.0.0.1")  # noqa: S104
@@ -507,10 +509,11 @@ def measure(args: argparse.Namespace) -> list[Cell]:
             "GITHUB_WEBHOOK_SECRET": SECRET,
             "REQDRIVE_TRIGGER_LABEL": TRIGGER_LABEL,
         }
-        print(f"reqdrive web: {web}  (REDIS_URL={redis_url})")
+        setup.append(f"reqdrive web: `{web}`")
+        print(f"{setup[-1]} (REDIS_URL={redis_url})")
         with (
             running(web, env, REQDRIVE_PORT, workdir / "reqdrive.log"),
-            probot_server(workdir, args.no_probot),
+            probot_server(workdir, args.no_probot, setup),
         ):
             preflight(targets, payload, cases)
             for case, event in cases.items():
@@ -535,7 +538,7 @@ def measure(args: argparse.Namespace) -> list[Cell]:
 
 
 @contextmanager
-def probot_server(workdir: Path, skip: bool) -> Iterator[None]:
+def probot_server(workdir: Path, skip: bool, setup: list[str]) -> Iterator[None]:
     """Install the pinned Probot into a temporary folder and run the minimal app from it."""
     if skip:
         yield
@@ -550,7 +553,8 @@ def probot_server(workdir: Path, skip: bool) -> Iterator[None]:
         stdout=subprocess.DEVNULL,
     )
     version = json.loads((app_dir / "node_modules" / "probot" / "package.json").read_text())
-    print(f"probot {version['version']} on node {node_version()}")
+    setup.append(f"probot {version['version']} on node {node_version()}")
+    print(setup[-1])
     env = {**os.environ, "PORT": str(PROBOT_PORT), "WEBHOOK_SECRET": SECRET}
     with running(f"node {shlex.quote(str(app_dir / 'index.js'))}", env, PROBOT_PORT,
                  workdir / "probot.log"):  # fmt: skip
@@ -654,6 +658,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--queue", default="reqdrive", help="RQ queue to count jobs on")
     parser.add_argument("--json", type=Path, help="also write the cells here")
+    parser.add_argument("--markdown", type=Path, help="also write the setup and table here")
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.warmup, args.connections = 2.0, 1.0, [1, 16]
@@ -666,11 +671,22 @@ def main(argv: list[str] | None = None) -> None:
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (wrk: apt-get install wrk)")
     started = time.monotonic()
-    print(f"machine: {machine()}")
-    cells = measure(args)
+    setup = [
+        f"machine: {machine()}",
+        f"started {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+    ]
+    print("\n".join(setup))
+    trigger = "one issue number (coalesced)" if args.same_issue else "a new issue number each"
+    setup.append(
+        f"{args.seconds:g} s per cell after {args.warmup:g} s warm-up; triggers: {trigger}"
+    )
+    cells = measure(args, setup)
     print()
     print(table(cells))
     print(f"\n{time.monotonic() - started:.0f} s in all")
+    if args.markdown:
+        lines = [f"- {line}" for line in setup]
+        args.markdown.write_text("\n".join([*lines, "", table(cells), ""]))
     if args.json:
         args.json.write_text(json.dumps([c.__dict__ for c in cells], indent=2))
 

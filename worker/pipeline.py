@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import signal
@@ -21,7 +22,7 @@ from worker.agents import (
     agent_environment,
     make_runner,
 )
-from worker.exceptions import PrdError, ResumeError
+from worker.exceptions import PrdError, PreflightError, ResumeError
 from worker.gates import GateSpec, gate_specs, run_gates
 from worker.prd import MAX_STORIES, MIN_STORIES, Prd, Story, parse_prd, select_next_story
 from worker.processes import MARK_VAR
@@ -74,6 +75,10 @@ class Requirement:
     source: str  # "docs/requirements/REQ-001-x.md", "ISSUE-3", ...
     slug: str  # the branch is reqdrive/<slug>
     repo_path: str | None = None  # the file in the repository, which the agent may not edit
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,9 @@ class Pipeline:
         self.checkpoint: Checkpoint | None = None
         with self.folder.lock():
             result = self._locked_run()
+            # The pushed branch is the record now; the worktree would only hold the branch
+            # checked out and keep another run (a changed requirement) off it.
+            self.cache.remove(self.worktree)
         self.reporter.run_finished(result)
         return result
 
@@ -214,6 +222,11 @@ class Pipeline:
 
     def _workspace(self) -> Worktree:
         spec, cp = self.spec, self.checkpoint
+        if cp is not None and cp.requirement_sha256 != spec.requirement.sha256:
+            raise PreflightError(
+                f"the requirement changed since run {cp.run_id} started; start a new run "
+                "(another run id) to build the new version on the same branch"
+            )
         branch = cp.branch if cp else f"reqdrive/{spec.requirement.slug}"
         base_ref = cp.base_ref if cp else spec.base_ref
         if cp is not None:
@@ -236,6 +249,7 @@ class Pipeline:
             self.checkpoint = Checkpoint(
                 run_id=spec.run_id,
                 requirement_source=spec.requirement.source,
+                requirement_sha256=spec.requirement.sha256,
                 branch=branch,
                 base_ref=worktree.base_ref,
                 base_sha=worktree.base_sha,
@@ -263,13 +277,16 @@ class Pipeline:
         if remote and not _is_ancestor(path, remote, cp.head_sha):
             raise ResumeError(mismatch.format(f"{remote[:12]} on the remote"))
         if local != cp.head_sha:
-            if not _is_ancestor(path, cp.head_sha, local):
+            # Two ways to be elsewhere that the run itself explains: commits past the
+            # checkpoint from an attempt interrupted before the worker judged it (never kept),
+            # or a fresh worktree at the remote head when the last push did not happen.
+            interrupted = _is_ancestor(path, cp.head_sha, local)
+            unpushed = _is_ancestor(path, local, cp.head_sha)
+            if not (interrupted or unpushed):
                 raise ResumeError(mismatch.format(local[:12]))
-            # Commits past the checkpoint come from an attempt that was interrupted before the
-            # worker judged it; the worker never kept them.
             run_git(["reset", "--hard", "--quiet", cp.head_sha], cwd=path)
         if remote != cp.head_sha and cp.head_sha != cp.base_sha:
-            self._push()  # the interrupted run had committed but not pushed
+            self._push()
 
     def _configure(self) -> None:
         cp = self.cp

@@ -147,6 +147,7 @@ class Checkpoint(BaseModel):
 
     run_id: str
     requirement_source: str
+    requirement_sha256: str = ""  # a resumed run must build the same requirement
     branch: str
     base_ref: str
     base_sha: str

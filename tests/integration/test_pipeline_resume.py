@@ -188,3 +188,21 @@ def test_a_second_run_with_the_same_id_is_refused_while_the_first_holds_it(
             project.run(scenario)
     assert project.calls() == []
     assert project.run(scenario).ready  # once it is free, the run goes ahead
+
+
+def test_a_changed_requirement_needs_a_new_run_which_builds_on_the_same_branch(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"maxIterations": 1})
+    scenario = four_stories(project)
+    first = project.run(scenario)
+    changed = replace(project.spec(scenario).requirement, text="# REQ-001\nNow five features.\n")
+    with pytest.raises(PreflightError, match="the requirement changed since run run-1"):
+        project.run(scenario, requirement=changed)
+
+    five = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(5)]}})
+    second = project.run(five, requirement=changed, run_id="run-2")
+    # The finished run gave the branch up; the new run starts from where it ended.
+    assert project.branch_log() == ["feat: [US-001] - Feature 1"] * 2
+    assert git(project.remote, "rev-parse", f"{BRANCH}~1") == first.head_sha
+    assert git(project.remote, "rev-parse", BRANCH) == second.head_sha

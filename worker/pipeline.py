@@ -615,8 +615,7 @@ class Pipeline:
 
     def _restore_tree(self, sha: str, *, ignored_too: bool = False) -> None:
         path = self.worktree.path
-        if self.checkpoint is not None:
-            run_git(["symbolic-ref", "HEAD", f"refs/heads/{self.checkpoint.branch}"], cwd=path)
+        run_git(["symbolic-ref", "HEAD", f"refs/heads/{self.cp.branch}"], cwd=path)
         run_git(["reset", "--hard", "--quiet", sha], cwd=path)
         run_git(["clean", "-ffdx" if ignored_too else "-ffd", "--quiet"], cwd=path)
 
@@ -650,7 +649,9 @@ class Pipeline:
     def _deliver(self, final: list[GateRecord], stop: StopReason) -> RunResult:
         cp = self.cp
         fixed, remaining = baseline_changes(cp.baseline or [], final)
-        ready, why = readiness(cp.stories, final, has_gates=bool(self.gates))
+        ready, why = readiness(
+            cp.stories, final, expected_gates=[g.name for g in self.gates], stop=stop
+        )
         prd = self._prd()
         result = RunResult(
             run_id=cp.run_id,
@@ -678,6 +679,7 @@ class Pipeline:
         self.folder.write_text(PR_BODY, render_pr_body(result))
         self.folder.sweep(full=True)
         cp.status, cp.step = RunStatus.FINISHED, RunStep.DONE
+        self.step = RunStep.DONE
         self._save()
         self._write_run_json()
         return result
@@ -758,15 +760,25 @@ def _failing_now(gate: GateRecord | None, before: set[str]) -> set[str]:
 
 
 def readiness(
-    stories: Sequence[StoryRecord], final: Sequence[GateRecord], *, has_gates: bool
+    stories: Sequence[StoryRecord],
+    final: Sequence[GateRecord],
+    *,
+    expected_gates: Sequence[str],
+    stop: StopReason,
 ) -> tuple[bool, str | None]:
     """Ready for review, or a draft and why: every story passed and the final gates are green."""
-    if not has_gates:
+    if not expected_gates:
         return False, "no gates are configured, so nothing verified the stories"
+    if stop is StopReason.CANCELLED:
+        return False, "the run was cancelled"
     open_stories = [s for s in stories if s.state not in (StoryState.PASSED, StoryState.UNVERIFIED)]
     if open_stories:
         listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)
         return False, f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
+    ran = {g.name for g in final}
+    missing = [name for name in expected_gates if name not in ran]
+    if missing:
+        return False, f"the final checks did not run: {', '.join(missing)}"
     failing = [g.name for g in final if not g.passed]
     if failing:
         return False, f"the final checks fail on the branch: {', '.join(failing)}"

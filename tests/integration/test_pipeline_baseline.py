@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, prd, project_factory
-from worker.pipeline import Verdict, baseline_changes, judge
-from worker.state import AttemptOutcome, GateRecord, StoryState
+from worker.pipeline import Verdict, baseline_changes, judge, readiness
+from worker.state import AttemptOutcome, GateRecord, StopReason, StoryRecord, StoryState
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement's own tests, committed before any code: all three fail on the base commit.
@@ -184,3 +184,75 @@ def test_baseline_changes_split_fixed_from_remaining() -> None:
     ) == (["a", "b", "x"], ["c"])
     # Without per-test results at the end nothing can be called fixed.
     assert baseline_changes(baseline[:1], [record("tests", False, None)]) == ([], ["a", "b", "c"])
+
+
+def done(story_id: str, state: StoryState) -> StoryRecord:
+    return StoryRecord(
+        id=story_id, title=story_id, priority=1, acceptance_criteria=["x"], state=state
+    )
+
+
+@pytest.mark.parametrize(
+    ("states", "final", "expected", "stop", "answer"),
+    [
+        (
+            [StoryState.PASSED],
+            [record("tests", True)],
+            ["tests"],
+            StopReason.ALL_STORIES_PASSED,
+            (True, None),
+        ),
+        # Unverified stories are fine once the final check is green.
+        (
+            [StoryState.UNVERIFIED],
+            [record("tests", True)],
+            ["tests"],
+            StopReason.STORIES_SETTLED,
+            (True, None),
+        ),
+        (
+            [StoryState.UNVERIFIED],
+            [record("tests", False, None)],
+            ["tests"],
+            StopReason.STORIES_SETTLED,
+            (False, "the final checks fail on the branch: tests"),
+        ),
+        (
+            [StoryState.PASSED, StoryState.PENDING],
+            [record("tests", True)],
+            ["tests"],
+            StopReason.BUDGET_SPENT,
+            (False, "1 of 2 stories did not pass: US-2 (pending)"),
+        ),
+        (
+            [StoryState.PASSED],
+            [],
+            ["tests"],
+            StopReason.ALL_STORIES_PASSED,
+            (False, "the final checks did not run: tests"),
+        ),
+        (
+            [StoryState.PASSED],
+            [],
+            [],
+            StopReason.ALL_STORIES_PASSED,
+            (False, "no gates are configured, so nothing verified the stories"),
+        ),
+        (
+            [StoryState.PASSED],
+            [record("tests", True)],
+            ["tests"],
+            StopReason.CANCELLED,
+            (False, "the run was cancelled"),
+        ),
+    ],
+)
+def test_ready_only_when_every_story_and_every_final_gate_passed(
+    states: list[StoryState],
+    final: list[GateRecord],
+    expected: list[str],
+    stop: StopReason,
+    answer: tuple[bool, str | None],
+) -> None:
+    stories = [done(f"US-{i + 1}", state) for i, state in enumerate(states)]
+    assert readiness(stories, final, expected_gates=expected, stop=stop) == answer

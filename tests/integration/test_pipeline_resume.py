@@ -170,7 +170,8 @@ def test_cancelling_stops_before_the_next_story_and_leaves_a_draft(
     result = pipeline.run()
     assert result.stop_reason is StopReason.CANCELLED
     assert project.calls() == ["plan 1", "US-001 1"]
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"] and not result.ready
+    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+    assert (result.ready, result.draft_reason) == (False, "the run was cancelled")
 
 
 def test_a_second_run_with_the_same_id_is_refused_while_the_first_holds_it(

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -405,3 +405,22 @@ def test_an_invalid_prd_twice_fails_the_run_naming_what_is_wrong(
     assert "prd.json is not valid JSON" in progress
     run = json.loads((project.run_dir() / "run.json").read_text())
     assert (run["status"], run["step"]) == ("failed", "plan")
+
+
+def test_a_repository_prompt_override_on_the_base_commit_is_used_with_text_kept_literal(
+    make_project: MakeProject,
+) -> None:
+    override = "Story ID: {{ story.id }}\nAttempt: {{ attempt }}\nHOUSE STYLE\n{{ requirement }}"
+    project = make_project(
+        files={
+            ".reqdrive/prompts/story.md.j2": override,
+            "docs/requirements/REQ-001-demo.md": "Compute {{ 7*7 }} please.\n",
+        }
+    )
+    scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    spec = project.spec(scenario)
+    requirement = replace(spec.requirement, text="Compute {{ 7*7 }} please.\n")
+    result = project.run(scenario, requirement=requirement)
+    assert result.ready
+    prompt = (project.run_dir() / "iteration-1.prompt.md").read_text()
+    assert prompt == "Story ID: US-001\nAttempt: 1\nHOUSE STYLE\nCompute {{ 7*7 }} please.\n"

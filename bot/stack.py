@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ STOP_S = 10.0
 # duplicates), so the one that asks for a cold shutdown waits this long after the first.
 RQ_SIGNAL_DEBOUNCE_S = 1.2
 LOG_TAIL_LINES = 10
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 @dataclass
@@ -56,6 +58,7 @@ def run_stack(host: str, port: int, grace_s: float) -> int:
     """
     load_dotenv(Path.cwd() / ".env", override=False)  # real environment variables win
     settings = load_settings()
+    _adopt_orphans()
     work_dir = settings.reqdrive_work_dir
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     embedded: EmbeddedRedis | None = None
@@ -78,6 +81,7 @@ def run_stack(host: str, port: int, grace_s: float) -> int:
             return _supervise(children, embedded, stop.graceful, _health_url(host, port))
         finally:
             _stop_all(children, embedded, grace_s, stop.now)
+            _sweep_leftovers()
 
 
 @contextmanager
@@ -199,6 +203,47 @@ def _exited_within(child: Child, seconds: float, now: threading.Event) -> bool:
             return False
         now.wait(POLL_S)
     return True
+
+
+def _adopt_orphans() -> None:
+    """Become the reaper of orphans below `up` (Linux), so the final sweep still finds them.
+
+    RQ runs each job in a work horse with a process group of its own, and an agent may start
+    its own session; when their parent is killed they would otherwise move to init, out of reach.
+    """
+    if sys.platform.startswith("linux"):
+        with suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _sweep_leftovers() -> None:
+    """Kill and reap whatever still runs below `up`: nothing it started outlives it."""
+    for pid in _descendants(os.getpid()):
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STOP_S
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # no children left at all
+        if pid == 0:
+            time.sleep(0.05)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below `root`, from /proc (empty where there is no /proc)."""
+    parent_of: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError, ValueError, IndexError):
+            # "pid (command) state ppid ...": the command may hold spaces and parentheses.
+            parent_of[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found: list[int] = []
+    generation = {root}
+    while generation:
+        generation = {pid for pid, parent in parent_of.items() if parent in generation}
+        found.extend(generation)
+    return found
 
 
 def _health_url(host: str, port: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -240,15 +242,30 @@ def test_up_with_redis_url_starts_no_redis_and_stops_on_sigterm(
     assert _group_gone(pids["worker"])
 
 
-def _start_long_job(up: Up, redis_conn: redis.Redis) -> Job:
-    """A job that would outlive any warm shutdown, running in the stack's worker."""
+def _start_long_job(redis_conn: redis.Redis) -> tuple[Job, str]:
+    """A job that outlives any warm shutdown and, like an agent, starts a session of its own."""
+    marker = f"reqdrive-test-{uuid.uuid4()}"
     queue = Queue("reqdrive", connection=redis_conn, serializer=JSONSerializer)
-    job = queue.enqueue("time.sleep", 3600, job_timeout=7200)
+    job = queue.enqueue(
+        "subprocess.run",
+        ["sh", "-c", "sleep 3600; exit 0", marker],  # $0 = marker, visible in its command line
+        start_new_session=True,
+        job_timeout=7200,
+    )
     deadline = time.monotonic() + START_TIMEOUT_S
-    while job.get_status(refresh=True) != JobStatus.STARTED:
-        assert time.monotonic() < deadline, "the worker never started the job"
+    while not _processes_with(marker):
+        assert time.monotonic() < deadline, "the worker never started the job's process"
         time.sleep(0.2)
-    return job
+    return job, marker
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if marker.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+    return found
 
 
 def test_a_running_job_is_stopped_when_its_grace_runs_out(
@@ -257,11 +274,12 @@ def test_a_running_job_is_stopped_when_its_grace_runs_out(
     with running_up(stack_dir, _clean_env(REDIS_URL=redis_url), "--grace", "1") as up:
         _wait_healthy(up)
         pids = up.pids()
-        job = _start_long_job(up, redis_conn)
+        job, marker = _start_long_job(redis_conn)
         code = _stop(up, "sigterm")
 
     assert code == 0, up.stderr
-    assert _group_gone(pids["worker"])  # the work horse running the job included
+    assert _group_gone(pids["worker"])
+    assert _processes_with(marker) == []  # the job's own session is gone too
     assert job.get_status(refresh=True) != JobStatus.FINISHED
 
 
@@ -272,7 +290,7 @@ def test_a_second_ctrl_c_stops_a_running_job_at_once(
     with running_up(stack_dir, _clean_env(REDIS_URL=redis_url), "--grace", "86400") as up:
         _wait_healthy(up)
         pids = up.pids()
-        _start_long_job(up, redis_conn)
+        _, marker = _start_long_job(redis_conn)
         os.killpg(up.process.pid, signal.SIGINT)
         deadline = time.monotonic() + START_TIMEOUT_S
         while "reqdrive up: stopping" not in up.output():
@@ -282,6 +300,7 @@ def test_a_second_ctrl_c_stops_a_running_job_at_once(
 
     assert code == 0, up.stderr
     assert _group_gone(pids["worker"])
+    assert _processes_with(marker) == []
     assert "cold shut down" in (stack_dir / ".reqdrive" / "logs" / "worker.log").read_text()
 
 

@@ -189,7 +189,8 @@ def _wait_or_escalate(
         child.process.send_signal(signal.SIGTERM)
         with suppress(subprocess.TimeoutExpired):
             child.process.wait(timeout=STOP_S)
-    # Whatever the leader left behind in its group (server workers, the job, the scheduler).
+    # What the leader left in its group (gunicorn's workers, RQ's scheduler); a job's work
+    # horse has a group of its own and is left to _sweep_leftovers.
     with suppress(ProcessLookupError):
         os.killpg(child.process.pid, signal.SIGKILL)
     child.process.wait()

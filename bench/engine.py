@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -206,7 +207,11 @@ def report(rows: list[tuple[str, float, float, float]], args: argparse.Namespace
     ]
     for kind, wall, overhead, total in rows:
         lines.append(f"| {kind} | {wall:.3f} s | {overhead:.3f} s | {total:.2f} s |")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines += [
+        "",
+        f"Machine: {os.cpu_count()} cores, load average {load} when written (other work was "
+        "running; medians vary by about ±0.1 s between runs on a loaded machine).",
         "",
         "Per story the engine renders the prompt, resets and cleans the worktree, stages and "
         "checks forbidden paths, commits, writes the checkpoint (fsync) and prd.json, sweeps the "

@@ -313,7 +313,7 @@ class Pipeline:
         self.gates: list[GateSpec] = gate_specs(
             config.test_command, config.lint_command, config.gates
         )
-        self.forbidden = config.forbidden_globs(self.spec.requirement.repo_path)
+        self.forbidden = config.forbidden_globs(self.spec.requirement.repo_path, self.config_path)
 
     # plan ---------------------------------------------------------------------------------
 

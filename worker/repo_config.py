@@ -66,12 +66,16 @@ class RepoConfig(BaseModel):
     project_name: str | None = Field(default=None, alias="projectName")
     model: str | None = None  # the seeds' top-level model; agent.model wins
 
-    def forbidden_globs(self, requirement_path: str | None) -> list[str]:
-        """Paths the agent may not change: the configured list (or the default) and the
-        requirement being implemented, which the agent must never rewrite to fit its work."""
-        globs = list(
-            DEFAULT_FORBIDDEN_PATHS if self.forbidden_paths is None else self.forbidden_paths
-        )
+    def forbidden_globs(
+        self, requirement_path: str | None, config_path: str | None = None
+    ) -> list[str]:
+        """Paths the agent may not change: the configured list, or by default workflows,
+        reqdrive's own folder and its configuration file; and always the requirement being
+        implemented, which the agent must never rewrite to fit its work."""
+        if self.forbidden_paths is None:
+            globs = [*DEFAULT_FORBIDDEN_PATHS, *([config_path] if config_path else [])]
+        else:
+            globs = list(self.forbidden_paths)
         if requirement_path and requirement_path not in globs:
             globs.append(requirement_path)
         return globs

@@ -310,6 +310,8 @@ def test_writes_to_forbidden_paths_are_reverted_recorded_and_not_committed(
                             **implement(1)["write"],
                             ".github/workflows/x.yml": "on: push\njobs: {}\n",
                             ".github/workflows/ci.yml": "hacked\n",
+                            # Its own config, to make the checks pass trivially next time.
+                            ".github/reqdrive.yml": "testCommand: 'true'\n",
                         }
                     }
                 ],
@@ -330,7 +332,11 @@ def test_writes_to_forbidden_paths_are_reverted_recorded_and_not_committed(
 
     assert [s.state for s in result.stories] == [StoryState.PASSED] * 2
     first, second = (s.attempts[0] for s in result.stories)
-    assert sorted(first.forbidden_writes) == [".github/workflows/ci.yml", ".github/workflows/x.yml"]
+    assert sorted(first.forbidden_writes) == [
+        ".github/reqdrive.yml",
+        ".github/workflows/ci.yml",
+        ".github/workflows/x.yml",
+    ]
     assert second.forbidden_writes == ["docs/requirements/REQ-001-demo.md"]
     files = project.branch_files()
     assert ".github/workflows/x.yml" not in files
@@ -341,7 +347,7 @@ def test_writes_to_forbidden_paths_are_reverted_recorded_and_not_committed(
     )
     assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-002] - Feature 2"]
     assert (
-        "reverted forbidden writes: .github/workflows/"
+        "reverted forbidden writes: .github/reqdrive.yml, .github/workflows/"
         in (project.run_dir() / "progress.txt").read_text()
     )
 

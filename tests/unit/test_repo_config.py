@@ -23,9 +23,10 @@ def test_an_empty_file_gives_the_documented_defaults() -> None:
     assert (config.max_iterations, config.max_story_retries) == (10, 3)
     assert config.pr_labels == ["agent-generated"]
     assert config.gates_mode is GatesMode.SEQUENTIAL
-    assert config.forbidden_globs("docs/requirements/REQ-1.md") == [
+    assert config.forbidden_globs("docs/requirements/REQ-1.md", ".github/reqdrive.yml") == [
         ".github/workflows/**",
         ".reqdrive/**",
+        ".github/reqdrive.yml",
         "docs/requirements/REQ-1.md",
     ]
 
@@ -49,7 +50,8 @@ forbiddenPaths: ["secrets/**"]
     assert config.gates_mode is GatesMode.PARALLEL
     assert (config.agent.runner, config.agent_model, config.agent.timeout) == ("command", "m1", 30)
     assert [g.name for g in config.gates] == ["types"]
-    assert config.forbidden_globs(None) == ["secrets/**"]
+    # A repository that lists its own forbidden paths decides, its config file included.
+    assert config.forbidden_globs(None, ".github/reqdrive.yml") == ["secrets/**"]
 
 
 def test_the_seeds_reqdrive_json_is_accepted() -> None:

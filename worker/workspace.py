@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import unicodedata
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ TAG_REFSPEC = "+refs/tags/*:refs/tags/*"
 COMMITTER_NAME = "reqdrive"
 COMMITTER_EMAIL = "reqdrive@users.noreply.github.com"
 DEFAULT_TIMEOUT_S = 600.0
+# Finished runs' checkouts kept per mirror for the next run: checking out a new commit in an
+# existing worktree rewrites only the files that differ, where a new worktree writes them all.
+DEFAULT_SPARES_PER_MIRROR = 2
 REDACTED = "[REDACTED]"
 
 # Git is given only what it needs from the worker's environment: the worker holds the App's
@@ -229,11 +233,19 @@ def mirror_lock(mirror: Path) -> Iterator[None]:
 class RepositoryCache:
     """Bare mirrors under cache_dir/mirrors, one worktree per run under cache_dir/worktrees."""
 
-    def __init__(self, cache_dir: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        spares_per_mirror: int = DEFAULT_SPARES_PER_MIRROR,
+    ) -> None:
         self.cache_dir = cache_dir.resolve()
         self.mirrors_dir = self.cache_dir / "mirrors"
         self.worktrees_dir = self.cache_dir / "worktrees"
+        self.spares_dir = self.cache_dir / "spares"
         self.timeout_s = timeout_s
+        self.spares_per_mirror = spares_per_mirror
 
     def mirror_path(self, remote_url: str) -> Path:
         return self.mirrors_dir / mirror_name(remote_url)
@@ -335,10 +347,15 @@ class RepositoryCache:
         return sha
 
     def remove(self, worktree: Worktree) -> None:
-        """Delete the run's worktree and its local branch; the pushed branch is the record."""
+        """Take the run's worktree away and delete its local branch (the pushed one stays).
+
+        The checkout is cleaned and kept as a spare for the next run when there is room,
+        otherwise removed with `git worktree remove --force` and pruned.
+        """
         mirror = self._mirror_of(worktree.path)
         with mirror_lock(mirror):
-            self._drop_worktree(mirror, worktree.path)
+            if not self._park(mirror, worktree.path):
+                self._drop_worktree(mirror, worktree.path)
             self._git(["branch", "-D", "--", worktree.branch], mirror, check=False)
 
     # mirror -----------------------------------------------------------------------------
@@ -387,6 +404,7 @@ class RepositoryCache:
     def _recreate_mirror(self, mirror: Path, remote_url: str, reason: str) -> None:
         log.warning("mirror corrupt, re-creating", extra={"mirror": str(mirror), "reason": reason})
         shutil.rmtree(mirror, ignore_errors=True)
+        shutil.rmtree(self._spares_of(mirror), ignore_errors=True)  # they point into the old one
         if mirror.exists():
             raise WorkspaceError(
                 f"the repository cache {mirror} is corrupt ({reason}) and could not be removed"
@@ -450,7 +468,47 @@ class RepositoryCache:
             return
         self._drop_worktree(mirror, path)
         self._check_branch_free(mirror, branch)
-        self._git(["worktree", "add", "--quiet", "-B", branch, str(path), start], mirror)
+        if not self._take_spare(mirror, path, branch, start):
+            self._git(["worktree", "add", "--quiet", "-B", branch, str(path), start], mirror)
+
+    def _park(self, mirror: Path, path: Path) -> bool:
+        """Keep a finished run's checkout, detached and clean, as a spare; False if not kept."""
+        spares = self._spares_of(mirror)
+        kept = list(spares.iterdir()) if spares.exists() else []
+        if not path.exists() or len(kept) >= self.spares_per_mirror:
+            return False
+        try:
+            # Detaching frees the run's branch; --force drops what the run left uncommitted.
+            self._git(["checkout", "--quiet", "--force", "--detach"], path)
+            self._git(["clean", "-ffdxq"], path)
+            spares.mkdir(parents=True, exist_ok=True)
+            target = spares / f"{path.name}-{uuid.uuid4().hex[:8]}"
+            self._git(["worktree", "move", str(path), str(target)], mirror)
+        except GitError:
+            return False
+        return True
+
+    def _take_spare(self, mirror: Path, path: Path, branch: str, start: str) -> bool:
+        """Move a spare checkout to `path` and switch it to `branch` at `start`."""
+        spares = self._spares_of(mirror)
+        for spare in sorted(spares.iterdir()) if spares.exists() else []:
+            try:
+                self._git(["worktree", "move", str(spare), str(path)], mirror)
+            except GitError:
+                self._drop_worktree(mirror, spare)  # not a worktree of this mirror any more
+                continue
+            try:
+                self._git(["checkout", "--quiet", "--force", "-B", branch, start], path)
+                # -x too: nothing a previous run built or ignored may leak into this one.
+                self._git(["clean", "-ffdxq"], path)
+            except GitError:
+                self._drop_worktree(mirror, path)
+                return False
+            return True
+        return False
+
+    def _spares_of(self, mirror: Path) -> Path:
+        return self.spares_dir / mirror.name.removesuffix(".git")
 
     def _is_worktree_on(self, mirror: Path, path: Path, branch: str) -> bool:
         try:

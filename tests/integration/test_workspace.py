@@ -608,3 +608,55 @@ def test_token_in_arguments_is_redacted_from_the_error(tmp_path: Path) -> None:
 
     assert TOKEN not in str(caught.value)
     assert TOKEN not in " ".join(caught.value.command)
+
+
+# --- spare checkouts -------------------------------------------------------------------------
+
+
+def test_a_removed_runs_checkout_is_reused_clean_at_the_new_base(
+    cache: RepositoryCache, remote: Remote
+) -> None:
+    first = prepare(cache, remote, "run-1")
+    readme_inode = (first.path / "README.md").stat().st_ino
+    commit(first.path, "story-1.txt", "one\n")
+    (first.path / "untracked.txt").write_text("left behind")
+    (first.path / ".gitignore").write_text("build/\n")
+    (first.path / "build").mkdir()
+    (first.path / "build" / "artifact.bin").write_text("ignored output")
+    cache.remove(first)
+    new_base = remote.push_commit("upstream.txt")
+
+    second = prepare(cache, remote, "run-2", branch="reqdrive/other")
+
+    # The same file on disk: the checkout was moved and switched, not written anew.
+    assert (second.path / "README.md").stat().st_ino == readme_inode
+    assert head_sha(second.path) == new_base
+    assert git(second.path, "symbolic-ref", "HEAD") == "refs/heads/reqdrive/other"
+    assert git(second.path, "status", "--porcelain", "--ignored") == ""
+    assert (second.path / "upstream.txt").exists()
+    assert not (second.path / "story-1.txt").exists()
+    assert not list(cache.spares_dir.rglob("README.md"))
+
+
+def test_without_spares_remove_deletes_the_checkout(tmp_path: Path, remote: Remote) -> None:
+    cache = RepositoryCache(tmp_path / "cache", spares_per_mirror=0)
+    first = prepare(cache, remote, "run-1")
+
+    cache.remove(first)
+
+    assert not first.path.exists()
+    assert not cache.spares_dir.exists()
+    mirror = cache.mirror_path(remote.url)
+    assert len(git(mirror, "worktree", "list").splitlines()) == 1  # the mirror alone
+
+
+def test_spares_are_kept_up_to_the_limit(tmp_path: Path, remote: Remote) -> None:
+    cache = RepositoryCache(tmp_path / "cache", spares_per_mirror=2)
+    runs = [prepare(cache, remote, f"run-{n}", branch=f"reqdrive/s{n}") for n in range(3)]
+
+    for worktree in runs:
+        cache.remove(worktree)
+
+    mirror = cache.mirror_path(remote.url)
+    assert len(list(cache.spares_dir.glob("*/*"))) == 2
+    assert len(git(mirror, "worktree", "list").splitlines()) == 3  # the mirror and two spares

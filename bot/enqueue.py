@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 import redis
 from rq import Queue, Retry
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
-from rq.utils import now
+from rq.utils import now, utcformat
 
 from bot.exceptions import QueueUnavailable
 from worker.requests import JobKind, RunRequest
@@ -46,39 +49,40 @@ SLUG_MAX = 40
 # and a finished or failed job's hash lives for result_ttl/failure_ttl (a year), so a
 # requirement could never run again; it also costs extra round trips (SADD, INFO) and cannot
 # record the delivery in the same atomic step. This script stores the same fields rq's own
-# save_unique_job script stores (Job.to_dict()), so the job stays a normal RQ job.
+# save_unique_job script stores (Job.to_dict(), see JobTemplate), so the job stays a normal
+# RQ job.
 #
-# All reads happen before any write, and the delivery is marked last: if the script fails,
-# nothing was written, so GitHub's redelivery is processed as new. With AOF, Redis logs the
-# script's writes as one transaction.
+# The jobs travel as one MessagePack argument (Redis's Lua has cmsgpack): packing dozens of
+# separate arguments cost more than the script itself. Every value is a msgpack str, which
+# cmsgpack hands to Lua byte for byte, so the zlib-compressed `data` field survives (cjson
+# would not). All reads happen before any write, and the delivery is marked last: if the
+# script fails, nothing was written, so GitHub's redelivery is processed as new. With AOF,
+# Redis logs the script's writes as one transaction.
 ACCEPT_SCRIPT = """
 -- KEYS: 1 delivery, 2 queue, 3 set of queues, 4 finished, 5 failed, 6 canceled, 7.. jobs
--- ARGV: 1 delivery ttl, 2 job count, then per job: id, kind, at_front, n, n field/values
+-- ARGV: 1 delivery ttl, 2 msgpack array of jobs, each {kind, at_front, id, field, value, ...}
 local seen = redis.call('GET', KEYS[1])
 if seen then return {0, seen} end
 local ACTIVE = {queued = true, started = true, deferred = true, scheduled = true}
-local jobs, pos = {}, 3
-for i = 1, tonumber(ARGV[2]) do
-  local n = tonumber(ARGV[pos + 3])
+local jobs = cmsgpack.unpack(ARGV[2])
+for i, job in ipairs(jobs) do
   local status = redis.call('HGET', KEYS[6 + i], 'status')
-  jobs[i] = {key = KEYS[6 + i], id = ARGV[pos], kind = ARGV[pos + 1], front = ARGV[pos + 2],
-             first = pos + 4, last = pos + 3 + n,
-             coalesced = (status and ACTIVE[status]) or false}
-  pos = pos + 4 + n
+  job.coalesced = (status and ACTIVE[status]) or false
 end
 local record = {}
 for i, job in ipairs(jobs) do
+  local key, id = KEYS[6 + i], job[3]
   if not job.coalesced then
-    redis.call('DEL', job.key)  -- drops the last run's fields and its expiry
-    for r = 4, 6 do redis.call('ZREM', KEYS[r], job.id) end
-    redis.call('HSET', job.key, unpack(ARGV, job.first, job.last))
-    if job.front == '1' then
-      redis.call('LPUSH', KEYS[2], job.id)
+    redis.call('DEL', key)  -- drops the last run's fields and its expiry
+    for r = 4, 6 do redis.call('ZREM', KEYS[r], id) end
+    redis.call('HSET', key, unpack(job, 4))
+    if job[2] == '1' then
+      redis.call('LPUSH', KEYS[2], id)
     else
-      redis.call('RPUSH', KEYS[2], job.id)
+      redis.call('RPUSH', KEYS[2], id)
     end
   end
-  record[i] = {id = job.id, kind = job.kind, coalesced = job.coalesced}
+  record[i] = {id = id, kind = job[1], coalesced = job.coalesced}
 end
 redis.call('SADD', KEYS[3], KEYS[2])
 local encoded = cjson.encode(record)
@@ -118,21 +122,101 @@ def job_id_for(request: RunRequest) -> str:
     return f"{prefix}-{slug}-{digest}" if slug else f"{prefix}-{digest}"
 
 
+class JobTemplate:
+    """One kind's RQ job hash, made once from rq's own Job.to_dict(); filled per request.
+
+    Job.create and to_dict per delivery cost more than the rest of the trigger path; only
+    five fields differ between two jobs of one kind, and those are computed here as rq
+    computes them (tests compare the result with Job.create(...).to_dict()).
+    """
+
+    VARYING = frozenset({"data", "description", "meta", "created_at", "enqueued_at"})
+
+    def __init__(
+        self, kind: JobKind, queue_name: str, timeout_s: int, connection: redis.Redis
+    ) -> None:
+        self.func_name = JOB_FUNCTIONS[kind]
+        work = kind in WORK_KINDS
+        model = Job.create(
+            self.func_name,
+            connection=connection,
+            serializer=JSONSerializer,
+            id="template",
+            status=JobStatus.QUEUED,
+            timeout=timeout_s if work else COMMAND_TIMEOUT_S,
+            retry=RUN_RETRY if work else COMMAND_RETRY,
+            result_ttl=RESULT_TTL_S,
+            origin=queue_name,
+            meta={"kind": kind.value},
+            description=kind.value,
+        )
+        model.enqueued_at = now()
+        encode: Callable[[object], bytes] = connection.get_encoder().encode  # as HSET stores it
+        stored = {k: encode(v) for k, v in model.to_dict().items() if v is not None}
+        if not stored.keys() >= self.VARYING:
+            raise RuntimeError(f"rq's job hash changed shape: {sorted(stored)}")  # rq upgrade
+        fixed = {k: v for k, v in stored.items() if k not in self.VARYING}
+        # Queue replies ahead of runs: a comment's answer must not wait behind queued runs.
+        self._head = _mp_str(kind.value.encode()) + _mp_str(b"0" if work else b"1")
+        self._fixed_packed = b"".join(_mp_str(x) for kv in fixed.items() for x in
+                                      (kv[0].encode(), kv[1]))  # fmt: skip
+        self._names = {name: _mp_str(name.encode()) for name in self.VARYING}
+        self._array = _mp_array_header(3 + 2 * (len(fixed) + len(self.VARYING)))
+
+    def packed(self, job_id: str, request: RunRequest, at: datetime) -> bytes:
+        """This job as the accept script reads it: kind, at_front, id, then its fields."""
+        parts = [self._array, self._head, _mp_str(job_id.encode()), self._fixed_packed]
+        for name, value in self._varying(request, at).items():
+            parts += (self._names[name], _mp_str(value))
+        return b"".join(parts)
+
+    def _varying(self, request: RunRequest, at: datetime) -> dict[str, bytes]:
+        # As rq makes them: JSONSerializer.dumps is json.dumps(...).encode(), data compressed.
+        call = (self.func_name, None, (), request.model_dump(mode="json"))
+        stamp = utcformat(at).encode()
+        description = f"{request.kind.value} {request.repo} {request.requirement or ''}"
+        meta = {"kind": request.kind.value, "delivery_id": request.delivery_id}
+        return {
+            "data": zlib.compress(json.dumps(call).encode()),
+            "description": description.encode(),
+            "meta": json.dumps(meta).encode(),
+            "created_at": stamp,
+            "enqueued_at": stamp,
+        }
+
+
+def _mp_str(value: bytes) -> bytes:
+    """A MessagePack str holding these exact bytes (fixstr, str8, str16 or str32)."""
+    n = len(value)
+    if n < 32:
+        return bytes((0xA0 | n,)) + value
+    if n < 0x100:
+        return b"\xd9" + bytes((n,)) + value
+    if n < 0x10000:
+        return b"\xda" + n.to_bytes(2, "big") + value
+    return b"\xdb" + n.to_bytes(4, "big") + value
+
+
+def _mp_array_header(n: int) -> bytes:
+    return b"\xdc" + n.to_bytes(2, "big")  # array16: a delivery never names 65,536 jobs
+
+
 class Enqueuer:
     """Queues RunRequests as RQ jobs on one queue, deduplicating deliveries."""
 
     def __init__(self, connection: redis.Redis, queue_name: str, job_timeout_s: int) -> None:
-        self._connection = connection
-        self._queue = Queue(queue_name, connection=connection, serializer=JSONSerializer)
-        self._job_timeout_s = job_timeout_s
+        queue = Queue(queue_name, connection=connection, serializer=JSONSerializer)
+        self.templates = {
+            kind: JobTemplate(kind, queue_name, job_timeout_s, connection) for kind in JobKind
+        }
         # Registered once: redis-py sends EVALSHA and loads the script only if Redis lost it.
         self._script = connection.register_script(ACCEPT_SCRIPT)
         self._fixed_keys = [
-            self._queue.key,
+            queue.key,
             Queue.redis_queues_keys,
-            self._queue.finished_job_registry.key,
-            self._queue.failed_job_registry.key,
-            self._queue.canceled_job_registry.key,
+            queue.finished_job_registry.key,
+            queue.failed_job_registry.key,
+            queue.canceled_job_registry.key,
         ]
 
     def accept(self, delivery_id: str, requests: list[RunRequest]) -> Accepted:
@@ -143,36 +227,14 @@ class Enqueuer:
             by_id.setdefault(job_id_for(request), request)
         if not by_id:
             raise ValueError("a delivery is accepted only for at least one job")
-        args: list[bytes | str | int | float] = [DELIVERY_TTL_S, len(by_id)]
+        at = now()
+        jobs = [self.templates[r.kind].packed(job_id, r, at) for job_id, r in by_id.items()]
         keys = [DELIVERY_KEY.format(delivery_id), *self._fixed_keys]
-        for job_id, request in by_id.items():
-            job = self._job(job_id, request)
-            fields = [x for k, v in job.to_dict().items() if v is not None for x in (k, v)]
-            front = "0" if request.kind in WORK_KINDS else "1"  # replies skip the queued runs
-            args += [job_id, request.kind.value, front, len(fields), *fields]
-            keys.append(job.key)
+        keys += [Job.key_for(job_id) for job_id in by_id]
+        args: list[int | bytes] = [DELIVERY_TTL_S, b"".join([_mp_array_header(len(jobs)), *jobs])]
         try:
             status, record = self._script(keys=keys, args=args)
         except redis.RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         queued = tuple(QueuedJob(**item) for item in json.loads(record))
         return Accepted(queued, duplicate=status == 0)
-
-    def _job(self, job_id: str, request: RunRequest) -> Job:
-        work = request.kind in WORK_KINDS
-        job = Job.create(
-            JOB_FUNCTIONS[request.kind],
-            kwargs=request.model_dump(mode="json"),
-            connection=self._connection,
-            serializer=JSONSerializer,
-            id=job_id,
-            status=JobStatus.QUEUED,
-            timeout=self._job_timeout_s if work else COMMAND_TIMEOUT_S,
-            retry=RUN_RETRY if work else COMMAND_RETRY,
-            result_ttl=RESULT_TTL_S,
-            origin=self._queue.name,
-            meta={"kind": request.kind.value, "delivery_id": request.delivery_id},
-            description=f"{request.kind.value} {request.repo} {request.requirement or ''}",
-        )
-        job.enqueued_at = now()
-        return job

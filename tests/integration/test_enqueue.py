@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
-from rq import Queue, SimpleWorker
+from rq import Queue, Retry, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
+from rq.utils import utcparse
 
 from bot.enqueue import DELIVERY_KEY, Enqueuer, job_id_for
 from bot.exceptions import QueueUnavailable
@@ -59,6 +60,46 @@ def test_a_queued_job_is_an_ordinary_rq_job(enqueuer: Enqueuer, redis_conn: redi
     )
     assert fetch(redis_conn, queued.id).get_status() == JobStatus.FINISHED
     assert redis_conn.llen(JOB_LOG_KEY) == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "function", "requirement"),
+    [
+        (JobKind.RUN, "run_requirement", "docs/requirements/REQ-001-login.md"),
+        (JobKind.CANCEL, "cancel_run", "ISSUE-9"),
+        # Long values take msgpack's 2- and 4-byte length forms on their way to the script.
+        (JobKind.PLAN, "plan_requirement", "docs/requirements/REQ-" + "x" * 300 + ".md"),
+        (JobKind.RUN, "run_requirement", "docs/requirements/REQ-" + "ü" * 40_000 + ".md"),
+    ],
+)
+def test_the_stored_job_is_exactly_what_rq_itself_would_store(
+    enqueuer: Enqueuer, redis_conn: redis.Redis, kind: JobKind, function: str, requirement: str
+) -> None:
+    sent = request(kind, requirement=requirement, comment_id=5)
+    [queued] = enqueuer.accept("d-1", [sent]).jobs
+    stored = redis_conn.hgetall(Job.key_for(queued.id))
+    # The job as rq's own Job.create would make it (an rq upgrade that changes the hash fails
+    # here); only the timestamps are taken from what was stored.
+    work = kind is not JobKind.CANCEL
+    reference = Job.create(
+        f"worker.jobs.{function}",
+        kwargs=sent.model_dump(mode="json"),
+        connection=redis_conn,
+        serializer=JSONSerializer,
+        id=queued.id,
+        status=JobStatus.QUEUED,
+        timeout=TIMEOUT_S if work else 600,
+        retry=Retry(max=2, interval=[60, 300]) if work else Retry(max=2),
+        result_ttl=7 * 24 * 3600,
+        origin="reqdrive",
+        meta={"kind": kind.value, "delivery_id": "d-1"},
+        description=f"{kind.value} octo/app {requirement}",
+    )
+    reference.created_at = utcparse(stored[b"created_at"].decode())
+    reference.enqueued_at = utcparse(stored[b"enqueued_at"].decode())
+    redis_conn.hset("reference", mapping=reference.to_dict())
+    assert stored == redis_conn.hgetall("reference")
+    assert fetch(redis_conn, queued.id).kwargs["requirement"] == requirement
 
 
 def test_fifty_concurrent_deliveries_of_one_requirement_queue_one_job(

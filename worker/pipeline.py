@@ -481,12 +481,17 @@ class Pipeline:
         started = time.monotonic()
         attempt = self._attempt(record, iteration, number)
         attempt.duration_s = round(time.monotonic() - started, 3)
+        self.folder.append_progress(_progress_line(record, attempt))
+        if attempt.outcome is AttemptOutcome.CANCELLED:
+            # Not the agent's failure: it does not use up one of the story's attempts.
+            self._save()
+            self.reporter.story_finished(record, attempt)
+            return
         record.attempts.append(attempt)
         record.state = _story_state(attempt.outcome, number, self.config.max_story_retries)
         if attempt.outcome in (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED):
             record.commit = attempt.commit
             cp.head_sha = attempt.commit or cp.head_sha
-        self.folder.append_progress(_progress_line(record, attempt))
         self._save()
         if cp.head_sha != cp.pushed_sha and cp.head_sha != cp.base_sha:
             self._push()
@@ -506,13 +511,12 @@ class Pipeline:
             "cost_usd": outcome.cost_usd,
             "agent_exit_code": outcome.exit_code,
         }
-        if outcome.timed_out or self.cancel.is_set():
+        if self.cancel.is_set():
             self._restore_tree(pre)
-            why = (
-                "cancelled"
-                if self.cancel.is_set()
-                else f"the agent did not finish within {self.agent_settings.timeout_s:g}s"
-            )
+            return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
+        if outcome.timed_out:
+            self._restore_tree(pre)
+            why = f"the agent did not finish within {self.agent_settings.timeout_s:g}s"
             return AttemptRecord(outcome=AttemptOutcome.AGENT_TIMED_OUT, reason=why, **base)
         forbidden = self._collect_changes(pre)
         if not _has_staged_changes(self.worktree.path, pre):
@@ -527,6 +531,9 @@ class Pipeline:
         run_git(["commit", "--quiet", "--no-verify", "-m", story], cwd=self.worktree.path)
         commit = head_sha(self.worktree.path)
         gates = self._run_gates(self.folder.gates_label(iteration), fail_fast=self._fail_fast())
+        if self.cancel.is_set():  # the gates were stopped part-way: no verdict
+            self._restore_tree(pre)
+            return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
         verdict, why = judge(self._reference_gates(), gates, [g.name for g in self.gates])
         record_kw = {"commit": commit, "gates": gates, "forbidden_writes": forbidden, **base}
         if verdict is Verdict.FAILED:

@@ -60,6 +60,7 @@ class AttemptOutcome(StrEnum):
     GATES_FAILED = "gates failed"
     NO_CHANGES = "no changes"
     AGENT_TIMED_OUT = "agent timed out"
+    CANCELLED = "cancelled"  # stopped by the user; does not count as an attempt
 
 
 class StopReason(StrEnum):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import io
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
+from tests.integration.test_pipeline_safety import alive
 from worker.agents import AgentCall, AgentOutcome, AgentSettings, CommandRunner
 from worker.exceptions import PreflightError, ResumeError
 from worker.pipeline import Pipeline
@@ -207,3 +209,45 @@ def test_a_changed_requirement_needs_a_new_run_which_builds_on_the_same_branch(
     assert project.branch_log() == ["feat: [US-001] - Feature 1"] * 2
     assert git(project.remote, "rev-parse", f"{BRANCH}~1") == first.head_sha
     assert git(project.remote, "rev-parse", BRANCH) == second.head_sha
+
+
+def test_cancelling_mid_agent_stops_it_and_the_attempt_is_not_counted(
+    make_project: MakeProject,
+) -> None:
+    project = make_project()
+    pids = project.tmp / "pids.txt"
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {
+                "US-001": [implement(1)],
+                "US-002": [{"write": {"partial.py": "x\n"}, "hang": 300, "pids_file": str(pids)}],
+            },
+        }
+    )
+    cancel = threading.Event()
+
+    class CancelOnceTheAgentHangs(ConsoleReporter):
+        def story_started(self, story, attempt, iteration):  # type: ignore[no-untyped-def]
+            if story.id == "US-002":
+                # Cancel from another thread once the agent is running, as Ctrl-C would.
+                def cancel_when_hanging() -> None:
+                    while not pids.exists():
+                        time.sleep(0.05)
+                    cancel.set()
+
+                threading.Thread(target=cancel_when_hanging, daemon=True).start()
+
+    pipeline = Pipeline(
+        project.spec(scenario),
+        reporter=CancelOnceTheAgentHangs(io.StringIO()),
+        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
+        cancel=cancel,
+    )
+    result = pipeline.run()
+    assert result.stop_reason is StopReason.CANCELLED
+    second = result.stories[1]
+    assert (second.state, second.attempts) == (StoryState.PENDING, [])
+    assert not any(alive(int(pid)) for pid in pids.read_text().split())
+    assert "partial.py" not in project.branch_files()
+    assert "US-002 attempt 1: cancelled" in (project.run_dir() / "progress.txt").read_text()

@@ -269,3 +269,29 @@ def test_the_command_agent_without_a_template_exits_5(tmp_path: Path, checkout: 
     ]
     done = run_cli(checkout, argv)
     assert done.returncode == 5 and "needs a command template" in done.stderr
+
+
+def test_ctrl_c_stops_the_agent_and_exits_7(tmp_path: Path, checkout: Path) -> None:
+    pids = tmp_path / "pids.txt"
+    scenario = scenario_file(
+        tmp_path,
+        {"plan": [{"prd": prd(1)}], "stories": {"US-001": [{"hang": 300, "pids_file": str(pids)}]}},
+    )
+    process = subprocess.Popen(
+        command(tmp_path, scenario),
+        cwd=checkout,
+        env=environment(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(lambda: pids.exists() or process.poll() is not None)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 7, stderr
+    assert "stopping after the current step" in stderr
+    assert not any(alive(int(pid)) for pid in pids.read_text().split())

@@ -125,6 +125,7 @@ def _spec(args: argparse.Namespace) -> RunSpec:
         raise PreflightError(f"base branch {base!r} does not exist in {root}")
     env = dict(os.environ)
     work_dir = args.work_dir or Path(env.get("REQDRIVE_WORK_DIR") or root / ".reqdrive")
+    _keep_out_of_git_status(work_dir.resolve(), root.resolve())
     return RunSpec(
         run_id=args.run_id or requirement.slug,
         requirement=requirement,
@@ -136,6 +137,18 @@ def _spec(args: argparse.Namespace) -> RunSpec:
         secrets=tuple(v for k, v in env.items() if SECRET_ENV_RE.search(k) and v),
         source_env=env,
     )
+
+
+def _keep_out_of_git_status(work_dir: Path, root: Path) -> None:
+    """A work folder inside the checkout (the default .reqdrive/) ignores itself, so the
+    developer's `git status` stays as it was; tracked files there (prompt overrides) stay
+    tracked."""
+    if not work_dir.is_relative_to(root):
+        return
+    work_dir.mkdir(parents=True, exist_ok=True)
+    ignore = work_dir / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# reqdrive's runs, cache and worktrees\n*\n")
 
 
 def _repo_root(cwd: Path) -> Path:

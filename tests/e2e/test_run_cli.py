@@ -295,3 +295,17 @@ def test_ctrl_c_stops_the_agent_and_exits_7(tmp_path: Path, checkout: Path) -> N
     assert process.returncode == 7, stderr
     assert "stopping after the current step" in stderr
     assert not any(alive(int(pid)) for pid in pids.read_text().split())
+
+
+def test_the_default_work_dir_in_the_checkout_stays_out_of_git_status(
+    tmp_path: Path, checkout: Path
+) -> None:
+    scenario = scenario_file(
+        tmp_path, {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}}
+    )
+    argv = command(tmp_path, scenario)
+    del argv[argv.index("--work-dir") : argv.index("--work-dir") + 2]
+    done = run_cli(checkout, argv)
+    assert done.returncode == 0, done.stderr
+    assert (checkout / ".reqdrive/runs/req-001-demo/pr.md").exists()
+    assert git(checkout, "status", "--porcelain", "--untracked-files=all") == ""

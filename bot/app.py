@@ -6,21 +6,12 @@ import math
 from collections.abc import Callable
 
 import redis
-from flask import Flask, Response, request
+from flask import Flask, Response
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bot.enqueue import Enqueuer
-from bot.intake import (
-    TOO_LARGE,
-    Answer,
-    DeliveryHeaders,
-    HeaderTriage,
-    Intake,
-    answer_from_headers,
-    encode,
-    read_body,
-)
+from bot.intake import Answer, Intake, WebhookEndpoint, encode
 from bot.settings import Settings, load_settings
 from bot.triggers import TriggerContext
 
@@ -41,9 +32,9 @@ def create_app(settings: Settings | None = None) -> Flask:
         TriggerContext(settings.reqdrive_trigger_label, settings.reqdrive_app_slug),
     )
     app = Flask(__name__)
-    app.add_url_rule("/webhook", "webhook", _webhook_view(intake), methods=["POST"])
     app.add_url_rule("/healthz", "healthz", _healthz_view(connection), methods=["GET"])
-    app.wsgi_app = HeaderTriage(app.wsgi_app)  # type: ignore[method-assign]
+    # /webhook is served by the WSGI callable itself, in front of Flask (see WebhookEndpoint).
+    app.wsgi_app = WebhookEndpoint(app.wsgi_app, intake)  # type: ignore[method-assign]
     return app
 
 
@@ -57,25 +48,6 @@ def redis_connection(url: str) -> redis.Redis:
         socket_timeout=REDIS_SOCKET_TIMEOUT_S,
         retry=Retry(NoBackoff(), 1),
     )
-
-
-def _webhook_view(intake: Intake) -> Callable[[], Response]:
-    def webhook() -> Response:
-        early = answer_from_headers(request.headers.get("X-GitHub-Event"), request.content_length)
-        if early is not None:
-            return _response(early)
-        body = read_body(request.stream)
-        if body is None:
-            return _response(TOO_LARGE)
-        headers = request.headers
-        delivery = DeliveryHeaders(
-            headers.get("X-GitHub-Event"),
-            headers.get("X-GitHub-Delivery"),
-            headers.get("X-Hub-Signature-256"),
-        )
-        return _response(intake.receive(delivery, body))
-
-    return webhook
 
 
 def _healthz_view(connection: redis.Redis) -> Callable[[], Response]:

@@ -7,6 +7,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import IO, TYPE_CHECKING
 
 from gidgethub import ValidationFailure
@@ -30,6 +31,7 @@ ACTED_EVENTS = frozenset(
 SIGNATURE_PREFIX = "sha256="
 # GitHub sends a GUID; anything else is refused before it becomes part of a Redis key.
 DELIVERY_ID_RE = re.compile(r"\A[A-Za-z0-9._-]{1,100}\Z")
+CONTENT_LENGTH_RE = re.compile(r"\A[ \t]*(-?[0-9]+)[ \t]*\Z")  # werkzeug's reading of it
 WEBHOOK_PATH = "/webhook"
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ MALFORMED = Answer(400, {"error": "event/delivery headers missing or body not a 
 PONG = Answer(200, {"ping": "ok"})
 IGNORED = Answer(204)
 QUEUE_DOWN = Answer(503, {"error": "queue unavailable; redeliver later"})
+POST_ONLY = Answer(405, {"error": "deliveries are POSTed"})  # someone opened the URL
 
 
 def answer_from_headers(event_name: str | None, content_length: int | None) -> Answer | None:
@@ -157,28 +160,75 @@ def _accepted_answer(event: Event, accepted: Accepted) -> Answer:
     return Answer(202, {"job_ids": job_ids, "jobs": jobs})
 
 
-class HeaderTriage:
-    """WSGI middleware answering what headers alone decide, before Flask builds a request."""
+class WebhookEndpoint:
+    """WSGI middleware serving POST /webhook itself; every other request goes to the app.
 
-    def __init__(self, app: WSGIApplication) -> None:
+    Deliveries never reach Flask: building werkzeug's request and response objects cost more
+    CPU than verifying, parsing and enqueueing a trigger together (bench/results/intake.md).
+    """
+
+    def __init__(self, app: WSGIApplication, intake: Intake) -> None:
         self._app = app
+        self._intake = intake
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == WEBHOOK_PATH and environ.get("REQUEST_METHOD") == "POST":
-            answer = answer_from_headers(
-                environ.get("HTTP_X_GITHUB_EVENT"), _content_length(environ)
-            )
-            if answer is IGNORED:
-                start_response("204 No Content", [])
-                return []
-        return self._app(environ, start_response)
+        if environ.get("PATH_INFO") != WEBHOOK_PATH:
+            return self._app(environ, start_response)
+        post = environ.get("REQUEST_METHOD") == "POST"
+        answer = self.answer(environ) if post else POST_ONLY
+        if answer.status == 204:
+            start_response(STATUS_LINES[204], [])
+            return []
+        body = encode(answer)
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        if not post:
+            headers.append(("Allow", "POST"))
+        start_response(STATUS_LINES[answer.status], headers)
+        return [body]
+
+    def answer(self, environ: WSGIEnvironment) -> Answer:
+        """The answer to the delivery in this environ; reads the body only if it must."""
+        event = environ.get("HTTP_X_GITHUB_EVENT")
+        length = _content_length(environ)
+        early = answer_from_headers(event, length)
+        if early is not None:
+            return early
+        body = _request_body(environ, length)
+        if body is None:
+            return TOO_LARGE
+        headers = DeliveryHeaders(
+            event, environ.get("HTTP_X_GITHUB_DELIVERY"), environ.get("HTTP_X_HUB_SIGNATURE_256")
+        )
+        return self._intake.receive(headers, body)
+
+
+STATUS_LINES: dict[int, str] = {code: f"{code} {code.phrase}" for code in HTTPStatus}
 
 
 def _content_length(environ: WSGIEnvironment) -> int | None:
-    try:
-        return int(environ.get("CONTENT_LENGTH") or "")
-    except ValueError:
+    """The declared length as werkzeug reads it: None if chunked or absent, 0 if invalid."""
+    if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
         return None
+    value = environ.get("CONTENT_LENGTH")
+    if value is None:
+        return None
+    if value.isascii() and value.isdigit():
+        return int(value)
+    match = CONTENT_LENGTH_RE.match(value)
+    return max(0, int(match[1])) if match else 0
+
+
+def _request_body(environ: WSGIEnvironment, length: int | None) -> bytes | None:
+    """Exactly the declared bytes; without a length, the stream a server ended, or nothing."""
+    stream: IO[bytes] = environ["wsgi.input"]
+    if length is None:
+        # Without wsgi.input_terminated, reading an unframed body could block forever
+        # (werkzeug treats it as empty for the same reason).
+        return read_body(stream) if environ.get("wsgi.input_terminated") else b""
+    body = stream.read(length)
+    while len(body) < length and (more := stream.read(length - len(body))):
+        body += more  # a short read; a client that hangs up leaves a body that fails the HMAC
+    return body
 
 
 def encode(answer: Answer) -> bytes:

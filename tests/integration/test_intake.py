@@ -191,6 +191,13 @@ def test_an_unsubscribed_event_is_answered_from_its_headers_alone(down_client: F
     assert response.data == b""
 
 
+def test_opening_the_webhook_url_says_deliveries_are_posted(client: FlaskClient) -> None:
+    response = client.get("/webhook")
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "POST"
+    assert response.get_json() == {"error": "deliveries are POSTed"}
+
+
 @pytest.mark.parametrize(
     ("event", "name"),
     [

@@ -45,7 +45,9 @@ class EmbeddedRedis:
             "--save", "",
             "--logfile", str(self.directory / "redis.log"),
         ]  # fmt: skip
-        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+        # Its own process group: a terminal's Ctrl-C reaches `reqdrive up` and its web and worker
+        # groups, but Redis must stay up until the worker's warm shutdown is done with it.
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, process_group=0)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

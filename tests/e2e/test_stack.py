@@ -199,16 +199,11 @@ def test_up_with_embedded_redis_serves_queues_and_stops_everything_on_ctrl_c(
         code = _stop(up, "ctrl-c")
 
     assert code == 0, up.stderr
-    assert _group_gone(pids["web"])  # gunicorn's master and its workers
+    assert _group_gone(pids["web"])  # the web server and its workers
     assert _group_gone(pids["worker"])  # the RQ worker, its scheduler and any work horse
     assert _process_gone(pids["redis"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EmbeddedRedis starts redis-server in up's process group, so a terminal's Ctrl-C "
-    "stops Redis before the worker's warm shutdown; needs process_group=0 in bot/embedded_redis.py",
-)
 def test_ctrl_c_lets_the_worker_shut_down_warm_before_redis_stops(stack_dir: Path) -> None:
     with running_up(stack_dir, _clean_env()) as up:
         _wait_healthy(up)

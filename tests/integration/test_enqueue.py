@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -13,7 +14,7 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 from rq.utils import utcparse
 
-from bot.enqueue import DELIVERY_KEY, Enqueuer, job_id_for
+from bot.enqueue import DELIVERY_KEY, Enqueuer, ScriptCall, job_id_for
 from bot.exceptions import QueueUnavailable
 from worker.jobs import JOB_LOG_KEY
 from worker.requests import JobKind, RunRequest
@@ -170,6 +171,30 @@ def test_a_dead_redis_raises_queue_unavailable() -> None:
     dead = redis.Redis(port=port, socket_connect_timeout=1)
     with pytest.raises(QueueUnavailable):
         Enqueuer(dead, "reqdrive", TIMEOUT_S).accept("d-1", [request()])
+
+
+def test_a_connection_redis_closed_does_not_refuse_the_next_delivery(
+    enqueuer: Enqueuer, redis_conn: redis.Redis
+) -> None:
+    enqueuer.accept("d-1", [request()])
+    # Redis dropped the enqueuer's idle connection (client timeout, restart). Only this
+    # database's clients: other test sessions share the server.
+    db = str(redis_conn.connection_pool.connection_kwargs["db"])
+    me = str(redis_conn.client_id())
+    theirs = [c["id"] for c in redis_conn.client_list() if c["db"] == db and c["id"] != me]
+    assert theirs
+    for client_id in theirs:
+        redis_conn.client_kill_filter(_id=client_id)
+    accepted = enqueuer.accept("d-2", [request(requirement="docs/requirements/REQ-002.md")])
+    assert not accepted.duplicate
+    assert queue(redis_conn).count == 2
+
+
+def test_a_script_redis_does_not_know_is_loaded_and_run(redis_conn: redis.Redis) -> None:
+    token = uuid.uuid4().hex  # a script no one has loaded (SCRIPT FLUSH would hit others)
+    call = ScriptCall(redis_conn, f"return {{KEYS[1], ARGV[1], '{token}'}}")
+    assert call([b"k"], [b"\x00\xff"]) == [b"k", b"\x00\xff", token.encode()]
+    assert call([b"k2"], [b"a"]) == [b"k2", b"a", token.encode()]
 
 
 def test_one_delivery_naming_one_job_twice_queues_it_once(

@@ -70,14 +70,20 @@ local ACTIVE = {queued = true, started = true, deferred = true, scheduled = true
 local jobs = cmsgpack.unpack(ARGV[2])
 for i, job in ipairs(jobs) do
   local status = redis.call('HGET', KEYS[6 + i], 'status')
+  job.ran = status ~= false
   job.coalesced = (status and ACTIVE[status]) or false
 end
 local record = {}
 for i, job in ipairs(jobs) do
   local key, id = KEYS[6 + i], job[3]
   if not job.coalesced then
-    redis.call('DEL', key)  -- drops the last run's fields and its expiry
-    for r = 4, 6 do redis.call('ZREM', KEYS[r], id) end
+    -- A finished, failed or canceled run: drop its fields, expiry and registry entries.
+    -- A new id needs none of that (nor does rq's own enqueue): a registry entry whose hash
+    -- expired has expired too, and rq's registry cleanup drops it.
+    if job.ran then
+      redis.call('DEL', key)
+      for r = 4, 6 do redis.call('ZREM', KEYS[r], id) end
+    end
     redis.call('HSET', key, unpack(job, 4))
     if job[2] == '1' then
       redis.call('LPUSH', KEYS[2], id)

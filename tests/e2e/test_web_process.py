@@ -1,4 +1,4 @@
-"""The web process as the Procfile runs it: gunicorn's app factory, real HTTP, real Redis."""
+"""The web process as the Procfile runs it: the app factory on gunicorn and granian, real HTTP."""
 
 from __future__ import annotations
 
@@ -25,7 +25,15 @@ from worker.jobs import JOB_LOG_KEY
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-GUNICORN = Path(sys.executable).with_name("gunicorn")
+BIN = Path(sys.executable).parent
+# Both servers the web process may run on; WebhookEndpoint reads wsgi.input itself, so each
+# server's way of passing bodies (sized, chunked, never sent) is exercised.
+SERVERS = {
+    "gunicorn": [str(BIN / "gunicorn"), "--no-control-socket", "--bind", "127.0.0.1:{port}",
+                 "--workers", "2", "--threads", "8", "bot.app:create_app()"],
+    "granian": [str(BIN / "granian"), "--interface", "wsgi", "--workers", "2",
+                "--host", "127.0.0.1", "--port", "{port}", "--factory", "bot.app:create_app"],
+}  # fmt: skip
 START_TIMEOUT_S = 30.0
 
 Reply = tuple[int, dict[str, object]]
@@ -39,9 +47,9 @@ def free_port() -> int:
 
 
 class WebProcess:
-    """gunicorn serving bot.app:create_app() from the environment, on a private port."""
+    """A WSGI server serving bot.app's create_app from the environment, on a private port."""
 
-    def __init__(self, redis_url: str, log: Path) -> None:
+    def __init__(self, server: str, redis_url: str, log: Path) -> None:
         self.port = free_port()
         env = {
             **os.environ,
@@ -49,8 +57,7 @@ class WebProcess:
             "REDIS_URL": redis_url,
             "REQDRIVE_APP_SLUG": "reqdrive",
         }
-        argv = [str(GUNICORN), "--no-control-socket", "--bind", f"127.0.0.1:{self.port}",
-                "--workers", "2", "--threads", "8", "bot.app:create_app()"]  # fmt: skip
+        argv = [arg.format(port=self.port) for arg in SERVERS[server]]
         self._log = log.open("wb")
         self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log, stderr=self._log)
         self._wait_until_listening(log)
@@ -59,13 +66,13 @@ class WebProcess:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited:\n{log.read_text()}")
+                raise RuntimeError(f"web server exited:\n{log.read_text()}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"gunicorn did not listen:\n{log.read_text()}")
+        raise RuntimeError(f"web server did not listen:\n{log.read_text()}")
 
     def stop(self) -> None:
         self.process.terminate()
@@ -87,17 +94,29 @@ class WebProcess:
         return self.request("POST", "/webhook", body, webhooks.headers(event, body, **kwargs))
 
 
+@pytest.fixture(scope="module", params=sorted(SERVERS))
+def server_name(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
 @pytest.fixture(scope="module")
-def web(redis_session_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebProcess]:
-    server = WebProcess(redis_session_url, tmp_path_factory.mktemp("web") / "gunicorn.log")
+def web(
+    server_name: str, redis_session_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebProcess]:
+    log = tmp_path_factory.mktemp("web") / f"{server_name}.log"
+    server = WebProcess(server_name, redis_session_url, log)
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def web_without_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebProcess]:
+def web_without_redis(
+    server_name: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebProcess]:
     dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
-    server = WebProcess(dead, tmp_path_factory.mktemp("web-down") / "gunicorn.log")
+    log = tmp_path_factory.mktemp("web-down") / f"{server_name}.log"
+    server = WebProcess(server_name, dead, log)
     yield server
     server.stop()
 

@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 BRANCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
 TAG_REFSPEC = "+refs/tags/*:refs/tags/*"
+# Per-worktree ref (refs/worktree/* is private to one worktree): the remote head this run last
+# saw or pushed. The shared refs/remotes/origin/* cannot be the lease: another run's fetch
+# would move it to a human's push, and force-with-lease would then overwrite that push.
+LEASE_REF = "refs/worktree/reqdrive-lease"
 COMMITTER_NAME = "reqdrive"
 COMMITTER_EMAIL = "reqdrive@users.noreply.github.com"
 DEFAULT_TIMEOUT_S = 600.0
@@ -318,7 +322,8 @@ class RepositoryCache:
         self._fetch(mirror, remote_url, credentials)
         base_name, base_sha = self._resolve_base(mirror, remote_url, base_ref, credentials)
         remote_head = self._remote_branch_sha(mirror, branch)
-        self._checkout(mirror, path, branch, remote_head or base_sha)
+        if self._checkout(mirror, path, branch, remote_head or base_sha):
+            self._set_lease(path, remote_head)
         return Worktree(path, branch, base_name, base_sha, resumed=remote_head is not None)
 
     def push(
@@ -336,14 +341,14 @@ class RepositoryCache:
         with mirror_lock(mirror):
             args = ["push", "--no-verify"]
             if force_with_lease:
-                known = self._remote_branch_sha(mirror, worktree.branch) or ""
+                known = self._lease(worktree.path) or ""
                 # An empty expectation means "the branch must not exist yet" to git.
                 args.append(f"--force-with-lease={ref}:{known}")
             args += ["--", remote_url, f"{sha}:{ref}"]
             self._git(args, mirror, credentials)
-            # Pushing to a URL (not a remote name) leaves the tracking ref alone; the next
-            # lease must expect what we just pushed.
+            # Pushing to a URL (not a remote name) leaves the tracking ref alone.
             self._git(["update-ref", f"refs/remotes/origin/{worktree.branch}", sha], mirror)
+            self._set_lease(worktree.path, sha)
         return sha
 
     def remove(self, worktree: Worktree) -> None:
@@ -454,22 +459,33 @@ class RepositoryCache:
 
     # worktrees --------------------------------------------------------------------------
 
-    def _checkout(self, mirror: Path, path: Path, branch: str, start: str) -> None:
+    def _checkout(self, mirror: Path, path: Path, branch: str, start: str) -> bool:
         """Reuse the run's worktree when it is intact and on `branch`, else build it afresh.
 
         A run resumed after a killed worker keeps its local commits (its checkpoint may name a
         commit that was not pushed yet); whatever the interrupted step left uncommitted is
         discarded, so the resumed step starts from a clean tree. Ignored files (dependency
-        caches) are kept.
+        caches) are kept. Returns True when the checkout is new (or a spare), False if reused.
         """
         if path.exists() and self._is_worktree_on(mirror, path, branch):
             self._git(["reset", "--hard", "--quiet"], path)
             self._git(["clean", "-ffd", "--quiet"], path)
-            return
+            return False
         self._drop_worktree(mirror, path)
         self._check_branch_free(mirror, branch)
         if not self._take_spare(mirror, path, branch, start):
             self._git(["worktree", "add", "--quiet", "-B", branch, str(path), start], mirror)
+        return True
+
+    def _lease(self, path: Path) -> str | None:
+        sha = self._git(["rev-parse", "--verify", "--quiet", LEASE_REF], path, check=False)
+        return sha or None
+
+    def _set_lease(self, path: Path, sha: str | None) -> None:
+        if sha is None:
+            self._git(["update-ref", "-d", LEASE_REF], path)
+        else:
+            self._git(["update-ref", LEASE_REF, sha], path)
 
     def _park(self, mirror: Path, path: Path) -> bool:
         """Keep a finished run's checkout, detached and clean, as a spare; False if not kept."""
@@ -491,7 +507,9 @@ class RepositoryCache:
     def _take_spare(self, mirror: Path, path: Path, branch: str, start: str) -> bool:
         """Move a spare checkout to `path` and switch it to `branch` at `start`."""
         spares = self._spares_of(mirror)
-        for spare in sorted(spares.iterdir()) if spares.exists() else []:
+        if self.spares_per_mirror < 1 or not spares.exists():
+            return False
+        for spare in sorted(spares.iterdir()):
             try:
                 self._git(["worktree", "move", str(spare), str(path)], mirror)
             except GitError:

@@ -660,3 +660,29 @@ def test_spares_are_kept_up_to_the_limit(tmp_path: Path, remote: Remote) -> None
     mirror = cache.mirror_path(remote.url)
     assert len(list(cache.spares_dir.glob("*/*"))) == 2
     assert len(git(mirror, "worktree", "list").splitlines()) == 3  # the mirror and two spares
+
+
+def test_another_runs_fetch_does_not_move_the_lease(cache: RepositoryCache, remote: Remote) -> None:
+    worktree = prepare(cache, remote, "run-1")
+    commit(worktree.path, "story-1.txt", "one\n")
+    cache.push(worktree)
+    git(remote.human, "fetch", "-q", "origin")
+    human = remote.push_commit("human-fix.txt", branch=BRANCH)
+    prepare(cache, remote, "run-2", branch="reqdrive/other")  # fetches the human's push
+    commit(worktree.path, "story-2.txt", "two\n")
+
+    with pytest.raises(GitError, match="stale info"):
+        cache.push(worktree)
+
+    assert remote.head(BRANCH) == human
+
+
+def test_a_spare_does_not_carry_its_old_lease(cache: RepositoryCache, remote: Remote) -> None:
+    first = prepare(cache, remote, "run-1", branch="reqdrive/first")
+    commit(first.path, "story-1.txt", "one\n")
+    cache.push(first)
+    cache.remove(first)
+    second = prepare(cache, remote, "run-2")
+    commit(second.path, "story-1.txt", "one\n")
+
+    assert cache.push(second) == remote.head(BRANCH)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
-import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 from worker.agents import (
@@ -22,14 +19,24 @@ from worker.agents import (
     agent_environment,
     make_runner,
 )
-from worker.exceptions import PrdError, PreflightError, ResumeError
 from worker.gates import GateSpec, gate_specs, run_gates
-from worker.prd import MAX_STORIES, MIN_STORIES, Prd, Story, parse_prd, select_next_story
-from worker.processes import MARK_VAR
-from worker.prompting import PLAN_TEMPLATE, STORY_TEMPLATE, PromptRenderer, load_overrides
+from worker.judging import (
+    KEPT,
+    Verdict,
+    baseline_changes,
+    fail_fast,
+    judge,
+    readiness,
+    reference_gates,
+    story_state,
+)
+from worker.planning import Planner
+from worker.prd import Prd, Story, select_next_story
+from worker.prompting import STORY_TEMPLATE, PromptRenderer, load_overrides
 from worker.redact import Redactor
-from worker.repo_config import GatesMode, RepoConfig, matches_any, read_repo_config
+from worker.repo_config import GatesMode, RepoConfig, read_repo_config
 from worker.reporting import Reporter, render_pr_body
+from worker.resume import check_requirement, reconcile, stop_leftovers
 from worker.run_folder import (
     CHANGES_PATCH,
     PR_BODY,
@@ -38,6 +45,7 @@ from worker.run_folder import (
     VERIFICATION_SUMMARY,
     RunFolder,
 )
+from worker.scope import collect_changes, has_staged_changes, restore_tree
 from worker.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -55,16 +63,7 @@ from worker.workspace import GitCredentials, RepositoryCache, Worktree, head_sha
 
 log = logging.getLogger(__name__)
 
-PLAN_ATTEMPTS = 2
 DEFAULT_AGENT_TIMEOUT_S = 1800.0
-
-
-class Verdict(StrEnum):
-    """The worker's judgement of one attempt's gates against the base commit's."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    UNVERIFIED = "unverified"
 
 
 @dataclass(frozen=True)
@@ -222,71 +221,46 @@ class Pipeline:
 
     def _workspace(self) -> Worktree:
         spec, cp = self.spec, self.checkpoint
-        if cp is not None and cp.requirement_sha256 != spec.requirement.sha256:
-            raise PreflightError(
-                f"the requirement changed since run {cp.run_id} started; start a new run "
-                "(another run id) to build the new version on the same branch"
-            )
-        branch = cp.branch if cp else f"reqdrive/{spec.requirement.slug}"
-        base_ref = cp.base_ref if cp else spec.base_ref
         if cp is not None:
-            stopped = stop_leftovers(self.cache.worktrees_dir / spec.run_id)
-            if stopped:
-                log.warning(
-                    "stopped processes of an interrupted run",
-                    extra={"run_id": spec.run_id, "pids": stopped},
-                )
+            self._before_resume(cp)
         worktree = self.cache.prepare(
             spec.remote_url,
-            branch=branch,
-            base_ref=base_ref,
+            branch=cp.branch if cp else f"reqdrive/{spec.requirement.slug}",
+            base_ref=cp.base_ref if cp else spec.base_ref,
             run_id=spec.run_id,
             credentials=spec.credentials,
         )
         self.worktree = worktree
         if cp is None:
-            start = head_sha(worktree.path)
-            self.checkpoint = Checkpoint(
-                run_id=spec.run_id,
-                requirement_source=spec.requirement.source,
-                requirement_sha256=spec.requirement.sha256,
-                branch=branch,
-                base_ref=worktree.base_ref,
-                base_sha=worktree.base_sha,
-                head_sha=start,
-                pushed_sha=start if worktree.resumed else None,
-            )
+            self.checkpoint = self._first_checkpoint(worktree)
             self.checkpoints.save(self.checkpoint)
         else:
             cp.status, cp.error = RunStatus.RUNNING, None
-            self._reconcile(worktree, cp)
+            if reconcile(worktree.path, cp):
+                self._push()
         return worktree
 
-    def _reconcile(self, worktree: Worktree, cp: Checkpoint) -> None:
-        """Check the branch is where the checkpoint left it before building on it."""
-        path = worktree.path
-        local = head_sha(path)
-        remote = _git_out(
-            ["rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{cp.branch}"], path
+    def _before_resume(self, cp: Checkpoint) -> None:
+        check_requirement(cp, self.spec.requirement.sha256)
+        stopped = stop_leftovers(self.cache.worktrees_dir / self.spec.run_id)
+        if stopped:
+            log.warning(
+                "stopped processes of an interrupted run",
+                extra={"run_id": self.spec.run_id, "pids": stopped},
+            )
+
+    def _first_checkpoint(self, worktree: Worktree) -> Checkpoint:
+        start = head_sha(worktree.path)
+        return Checkpoint(
+            run_id=self.spec.run_id,
+            requirement_source=self.spec.requirement.source,
+            requirement_sha256=self.spec.requirement.sha256,
+            branch=worktree.branch,
+            base_ref=worktree.base_ref,
+            base_sha=worktree.base_sha,
+            head_sha=start,
+            pushed_sha=start if worktree.resumed else None,
         )
-        mismatch = (
-            f"run {cp.run_id} cannot resume: its checkpoint says branch {cp.branch} is at "
-            f"{cp.head_sha[:12]}, but the branch is at {{}}. The branch was changed outside "
-            "this run; start a new run (another run id) or restore the branch."
-        )
-        if remote and not _is_ancestor(path, remote, cp.head_sha):
-            raise ResumeError(mismatch.format(f"{remote[:12]} on the remote"))
-        if local != cp.head_sha:
-            # Two ways to be elsewhere that the run itself explains: commits past the
-            # checkpoint from an attempt interrupted before the worker judged it (never kept),
-            # or a fresh worktree at the remote head when the last push did not happen.
-            interrupted = _is_ancestor(path, cp.head_sha, local)
-            unpushed = _is_ancestor(path, local, cp.head_sha)
-            if not (interrupted or unpushed):
-                raise ResumeError(mismatch.format(local[:12]))
-            run_git(["reset", "--hard", "--quiet", cp.head_sha], cwd=path)
-        if remote != cp.head_sha and cp.head_sha != cp.base_sha:
-            self._push()
 
     def _configure(self) -> None:
         cp = self.cp
@@ -319,61 +293,34 @@ class Pipeline:
 
     def _plan(self) -> None:
         cp = self.cp
-        problem = ""
-        for attempt in range(1, PLAN_ATTEMPTS + 1):
-            cp.plan_attempts = attempt
-            self._save()
-            try:
-                prd = self._plan_attempt(attempt, problem)
-            except PrdError as error:
-                problem = str(error)
-                self.folder.append_progress(f"planning attempt {attempt} failed: {problem}")
-                continue
-            cp.prd = prd.to_json()
-            cp.stories = [_record(s) for s in prd.user_stories]
-            self.folder.write_json(PRD_JSON, prd.to_json())
-            self.folder.append_progress(
-                f"plan: {len(prd.user_stories)} stories "
-                + ", ".join(s.id for s in prd.user_stories)
-            )
-            self._save()
-            return
-        raise PrdError(f"planning failed {PLAN_ATTEMPTS} times; last problem: {problem}")
-
-    def _plan_attempt(self, attempt: int, problem: str) -> Prd:
-        cp = self.cp
-        prd_path = self.folder.file(PRD_JSON)
-        prd_path.unlink(missing_ok=True)
-        prompt = self.renderer.render(
-            PLAN_TEMPLATE,
-            attempt=attempt,
-            max_attempts=PLAN_ATTEMPTS,
-            prd_path=str(prd_path),
-            requirement=self.spec.requirement.text,
-            source=self.spec.requirement.source,
-            project=self.config.project_name or "",
-            min_stories=max(MIN_STORIES, 3),
-            max_stories=MAX_STORIES,
-            previous_error=problem,
+        planner = Planner(
+            worktree=self.worktree.path,
+            branch=cp.branch,
+            folder=self.folder,
+            renderer=self.renderer,
+            call_agent=self._call_agent,
+            timeout_s=self.agent_settings.timeout_s,
+            redactor=self.redactor,
         )
-        label = f"plan-{attempt}"
-        before = _snapshot(self.worktree.path)
-        outcome = self._call_agent(label, prompt)
-        after = _snapshot(self.worktree.path)
-        if before != after:
-            changed = _describe_change(before, after)
-            self._restore_tree(cp.head_sha, ignored_too=True)
-            raise PrdError(
-                f"planning must not change the repository, but the agent changed "
-                f"{changed}; the changes were reverted"
-            )
-        if outcome.timed_out:
-            raise PrdError(
-                f"the agent timed out after {self.agent_settings.timeout_s:g}s while planning"
-            )
-        if not prd_path.exists():
-            raise PrdError(f"the agent did not write prd.json to {prd_path}")
-        return parse_prd(self.redactor.redact(prd_path.read_text(errors="replace")))
+        prd = planner.plan(self._plan_values(), on_attempt=self._planning_attempt)
+        cp.prd = prd.to_json()
+        cp.stories = [_record(s) for s in prd.user_stories]
+        self.folder.write_json(PRD_JSON, prd.to_json())
+        self.folder.append_progress(
+            f"plan: {len(prd.user_stories)} stories " + ", ".join(s.id for s in prd.user_stories)
+        )
+        self._save()
+
+    def _plan_values(self) -> dict[str, object]:
+        return {
+            "requirement": self.spec.requirement.text,
+            "source": self.spec.requirement.source,
+            "project": self.config.project_name or "",
+        }
+
+    def _planning_attempt(self, number: int) -> None:
+        self.cp.plan_attempts = number
+        self._save()
 
     def _call_agent(self, label: str | int, prompt: str) -> AgentOutcome:
         cp = self.cp
@@ -488,8 +435,8 @@ class Pipeline:
             self.reporter.story_finished(record, attempt)
             return
         record.attempts.append(attempt)
-        record.state = _story_state(attempt.outcome, number, self.config.max_story_retries)
-        if attempt.outcome in (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED):
+        record.state = story_state(attempt.outcome, number, self.config.max_story_retries)
+        if attempt.outcome in KEPT:
             record.commit = attempt.commit
             cp.head_sha = attempt.commit or cp.head_sha
         self._save()
@@ -519,7 +466,7 @@ class Pipeline:
             why = f"the agent did not finish within {self.agent_settings.timeout_s:g}s"
             return AttemptRecord(outcome=AttemptOutcome.AGENT_TIMED_OUT, reason=why, **base)
         forbidden = self._collect_changes(pre)
-        if not _has_staged_changes(self.worktree.path, pre):
+        if not has_staged_changes(self.worktree.path, pre):
             self._restore_tree(pre)
             why = "no changes" + (" outside forbidden paths" if forbidden else "")
             if outcome.error:
@@ -530,11 +477,15 @@ class Pipeline:
         story = _story_subject(record)
         run_git(["commit", "--quiet", "--no-verify", "-m", story], cwd=self.worktree.path)
         commit = head_sha(self.worktree.path)
-        gates = self._run_gates(self.folder.gates_label(iteration), fail_fast=self._fail_fast())
+        gates = self._run_gates(
+            self.folder.gates_label(iteration), fail_fast=fail_fast(self.cp.baseline or [])
+        )
         if self.cancel.is_set():  # the gates were stopped part-way: no verdict
             self._restore_tree(pre)
             return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
-        verdict, why = judge(self._reference_gates(), gates, [g.name for g in self.gates])
+        verdict, why = judge(
+            reference_gates(cp.stories, cp.baseline or []), gates, [g.name for g in self.gates]
+        )
         record_kw = {"commit": commit, "gates": gates, "forbidden_writes": forbidden, **base}
         if verdict is Verdict.FAILED:
             self._keep_patch(pre, commit, iteration)
@@ -567,64 +518,20 @@ class Pipeline:
             "forbidden_paths": self.forbidden,
         }
 
-    def _reference_gates(self) -> list[GateRecord]:
-        """What the last kept state's gates said: the baseline, or the latest story kept.
-
-        Judging against it (not only the base commit) also catches a story that breaks a
-        baseline test an earlier story had fixed."""
-        cp = self.cp
-        kept = [
-            a
-            for s in cp.stories
-            for a in s.attempts
-            if a.outcome in (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED) and a.gates
-        ]
-        if not kept:
-            return cp.baseline or []
-        return max(kept, key=lambda a: a.iteration).gates
-
-    def _fail_fast(self) -> bool:
-        # On a failing baseline every gate's result is needed to compare failures one by one.
-        return all(g.passed for g in self.cp.baseline or [])
-
     def _collect_changes(self, pre: str) -> list[str]:
-        """Make the agent's work one set of staged changes on top of `pre`, without anything
-        under forbiddenPaths; return the forbidden paths it touched (now reverted)."""
-        path, branch = self.worktree.path, self.cp.branch
-        # The agent may have committed, switched branches or moved HEAD: point HEAD back at the
-        # run's branch and squash whatever it committed into the working tree's state.
-        run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=path)
-        run_git(["reset", "--soft", "--quiet", pre], cwd=path)
-        run_git(["add", "--all"], cwd=path)
-        changed = _git_out(["diff", "--cached", "--name-only", "--no-renames", "-z", pre], path)
-        touched = [p for p in changed.split("\0") if p and matches_any(p, self.forbidden)]
-        if not touched:
-            return []
-        existed = set(
-            _git_out(["ls-tree", "-r", "--name-only", "-z", pre, "--", *touched], path).split("\0")
-        )
-        restore = [p for p in touched if p in existed]
-        added = [p for p in touched if p not in existed]
-        if restore:
-            run_git(["checkout", pre, "--", *restore], cwd=path)
-        if added:
-            run_git(["rm", "--cached", "--quiet", "-r", "-f", "--", *added], cwd=path)
-            for name in added:
-                (path / name).unlink(missing_ok=True)
-        log.warning(
-            "forbidden paths reverted", extra={"run_id": self.spec.run_id, "paths": touched}
-        )
+        touched = collect_changes(self.worktree.path, self.cp.branch, pre, self.forbidden)
+        if touched:
+            log.warning(
+                "forbidden paths reverted", extra={"run_id": self.spec.run_id, "paths": touched}
+            )
         return touched
 
     def _keep_patch(self, pre: str, commit: str, iteration: int) -> None:
         diff = _git_out(["diff", "--no-color", pre, commit], self.worktree.path)
         self.folder.write_text(self.folder.patch_path(iteration).name, diff + "\n")
 
-    def _restore_tree(self, sha: str, *, ignored_too: bool = False) -> None:
-        path = self.worktree.path
-        run_git(["symbolic-ref", "HEAD", f"refs/heads/{self.cp.branch}"], cwd=path)
-        run_git(["reset", "--hard", "--quiet", sha], cwd=path)
-        run_git(["clean", "-ffdx" if ignored_too else "-ffd", "--quiet"], cwd=path)
+    def _restore_tree(self, sha: str) -> None:
+        restore_tree(self.worktree.path, self.cp.branch, sha)
 
     def _push(self) -> None:
         cp = self.cp
@@ -692,114 +599,6 @@ class Pipeline:
         return result
 
 
-# judging ------------------------------------------------------------------------------------
-
-
-def judge(
-    reference: Sequence[GateRecord], results: Sequence[GateRecord], expected: Sequence[str]
-) -> tuple[Verdict, str]:
-    """Did this attempt pass, judged against the gates of the state it started from?
-
-    All gates green is a pass. Otherwise a gate that was green before and fails now is a
-    failure; a gate that already failed before fails the story only if it reports a failing
-    test id that was not failing before. Without per-test results it cannot be told.
-    """
-    ran = {g.name: g for g in results}
-    if all(name in ran and ran[name].passed for name in expected):
-        return Verdict.PASSED, ""
-    before = {g.name: g for g in reference}
-    unknown: list[str] = []
-    for name in expected:
-        gate = ran.get(name)
-        if gate is not None and gate.passed:
-            continue
-        was = before.get(name)
-        if gate is None:
-            return Verdict.FAILED, f"gate {name} did not run (an earlier gate failed)"
-        if was is None or was.passed:
-            return Verdict.FAILED, f"gate {name} failed" + (
-                " (timed out)" if gate.timed_out else ""
-            )
-        if gate.failed_tests is None or was.failed_tests is None:
-            unknown.append(name)
-            continue
-        new = sorted(set(gate.failed_tests) - set(was.failed_tests))
-        if new:
-            shown = ", ".join(new[:5]) + (" ..." if len(new) > 5 else "")
-            return Verdict.FAILED, f"gate {name}: new failing tests: {shown}"
-    if unknown:
-        return Verdict.UNVERIFIED, (
-            f"gate {', '.join(unknown)} already failed before this story "
-            "and reports no per-test results"
-        )
-    return Verdict.PASSED, "added no failing test"
-
-
-def baseline_changes(
-    baseline: Sequence[GateRecord], final: Sequence[GateRecord]
-) -> tuple[list[str], list[str]]:
-    """Which of the base commit's failing tests the branch fixed, and which still fail."""
-    after = {g.name: g for g in final}
-    fixed: set[str] = set()
-    remaining: set[str] = set()
-    for gate in baseline:
-        if gate.passed or not gate.failed_tests:
-            continue
-        now = after.get(gate.name)
-        failing_now = (
-            set()
-            if now is not None and now.passed
-            else set(now.failed_tests)
-            if now is not None and now.failed_tests is not None
-            else set(gate.failed_tests)
-        )
-        fixed |= set(gate.failed_tests) - failing_now
-        remaining |= set(gate.failed_tests) & failing_now
-    return sorted(fixed), sorted(remaining)
-
-
-def _failing_now(gate: GateRecord | None, before: set[str]) -> set[str]:
-    if gate is not None and gate.passed:
-        return set()
-    if gate is None or gate.failed_tests is None:
-        return before  # unknown: nothing can be called fixed
-    return set(gate.failed_tests)
-
-
-def readiness(
-    stories: Sequence[StoryRecord],
-    final: Sequence[GateRecord],
-    *,
-    expected_gates: Sequence[str],
-    stop: StopReason,
-) -> tuple[bool, str | None]:
-    """Ready for review, or a draft and why: every story passed and the final gates are green."""
-    if not expected_gates:
-        return False, "no gates are configured, so nothing verified the stories"
-    if stop is StopReason.CANCELLED:
-        return False, "the run was cancelled"
-    open_stories = [s for s in stories if s.state not in (StoryState.PASSED, StoryState.UNVERIFIED)]
-    if open_stories:
-        listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)
-        return False, f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
-    ran = {g.name for g in final}
-    missing = [name for name in expected_gates if name not in ran]
-    if missing:
-        return False, f"the final checks did not run: {', '.join(missing)}"
-    failing = [g.name for g in final if not g.passed]
-    if failing:
-        return False, f"the final checks fail on the branch: {', '.join(failing)}"
-    return True, None
-
-
-def _story_state(outcome: AttemptOutcome, number: int, max_retries: int) -> StoryState:
-    if outcome is AttemptOutcome.PASSED:
-        return StoryState.PASSED
-    if outcome is AttemptOutcome.UNVERIFIED:
-        return StoryState.UNVERIFIED
-    return StoryState.FAILED if number >= max_retries else StoryState.PENDING
-
-
 def _verification_summary(result: RunResult, cp: Checkpoint) -> dict[str, object]:
     return {
         "run_id": result.run_id,
@@ -851,73 +650,8 @@ def _progress_line(record: StoryRecord, attempt: AttemptRecord) -> str:
     )
 
 
-def stop_leftovers(worktree: Path) -> list[int]:
-    """Kill what a killed worker left running in this run's worktree, before it is reused.
-
-    A SIGKILLed worker cannot stop its agent, which runs in a session of its own and would go
-    on writing into the worktree the resumed run works in. Only processes started through
-    run_process (they carry its marker) with their working directory in the worktree count, so
-    a person's shell looking around in there is left alone.
-    """
-    proc, own, stopped = Path("/proc"), os.getpid(), []
-    needle = f"{MARK_VAR}=".encode()
-    for entry in proc.iterdir() if proc.is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == own:
-            continue
-        try:
-            cwd = Path(os.readlink(entry / "cwd"))
-            marked = needle in (entry / "environ").read_bytes()
-        except OSError:  # gone already, or not ours to inspect
-            continue
-        if marked and (cwd == worktree or worktree in cwd.parents):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                stopped.append(int(entry.name))
-    return stopped
-
-
 # git helpers ----------------------------------------------------------------------------------
 
 
 def _git_out(args: list[str], cwd: Path) -> str:
     return run_git(args, cwd=cwd, check=False)
-
-
-def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
-    # merge-base prints the ancestor itself exactly when it is one (and nothing if either
-    # commit is unknown here).
-    return _git_out(["merge-base", ancestor, descendant], cwd) == ancestor
-
-
-def _has_staged_changes(cwd: Path, pre: str) -> bool:
-    return bool(_git_out(["diff", "--cached", "--name-only", pre], cwd))
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    head_ref: str
-    head: str
-    status: str
-
-
-def _snapshot(cwd: Path) -> _Snapshot:
-    """What planning must leave unchanged: the checked-out branch, its commit, and every
-    modified, untracked or ignored file."""
-    return _Snapshot(
-        head_ref=_git_out(["symbolic-ref", "--quiet", "HEAD"], cwd),
-        head=_git_out(["rev-parse", "HEAD"], cwd),
-        status=_git_out(
-            ["status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all"], cwd
-        ),
-    )
-
-
-def _describe_change(before: _Snapshot, after: _Snapshot) -> str:
-    parts = []
-    if before.head_ref != after.head_ref or before.head != after.head:
-        parts.append(f"HEAD ({before.head[:12]} -> {after.head[:12]})")
-    paths = sorted(set(after.status.split("\0")) - set(before.status.split("\0")) - {""})
-    parts += [p[3:] for p in paths[:10]]
-    if len(paths) > 10:
-        parts.append(f"and {len(paths) - 10} more")
-    return ", ".join(parts) or "the working tree"

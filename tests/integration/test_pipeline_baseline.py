@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, prd, project_factory
-from worker.pipeline import Verdict, baseline_changes, judge, readiness
+from worker.judging import Verdict, baseline_changes, judge, readiness
 from worker.state import AttemptOutcome, GateRecord, StopReason, StoryRecord, StoryState
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"

@@ -1,0 +1,83 @@
+"""Resuming a run: the same requirement, nothing left running, the branch where it stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+from worker.exceptions import PreflightError, ResumeError
+from worker.processes import MARK_VAR
+from worker.state import Checkpoint
+from worker.workspace import head_sha, run_git
+
+
+def check_requirement(cp: Checkpoint, sha256: str) -> None:
+    """Refuse to resume a run whose requirement text changed since it started."""
+    if cp.requirement_sha256 != sha256:
+        raise PreflightError(
+            f"the requirement changed since run {cp.run_id} started; start a new run "
+            "(another run id) to build the new version on the same branch"
+        )
+
+
+def stop_leftovers(worktree: Path) -> list[int]:
+    """Kill what a killed worker left running in this run's worktree, before it is reused.
+
+    A SIGKILLed worker cannot stop its agent, which runs in a session of its own and would go
+    on writing into the worktree the resumed run works in. Only processes started through
+    run_process (they carry its marker) with their working directory in the worktree count, so
+    a person's shell looking around in there is left alone.
+    """
+    proc, own, stopped = Path("/proc"), os.getpid(), []
+    needle = f"{MARK_VAR}=".encode()
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == own:
+            continue
+        try:
+            cwd = Path(os.readlink(entry / "cwd"))
+            marked = needle in (entry / "environ").read_bytes()
+        except OSError:  # gone already, or not ours to inspect
+            continue
+        if marked and (cwd == worktree or worktree in cwd.parents):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                stopped.append(int(entry.name))
+    return stopped
+
+
+def reconcile(path: Path, cp: Checkpoint) -> bool:
+    """Check the branch is where the checkpoint left it before building on it; True when the
+    remote branch still lacks the checkpoint's head (it needs a push)."""
+    local = head_sha(path)
+    remote = _git_out(
+        ["rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{cp.branch}"], path
+    )
+    mismatch = (
+        f"run {cp.run_id} cannot resume: its checkpoint says branch {cp.branch} is at "
+        f"{cp.head_sha[:12]}, but the branch is at {{}}. The branch was changed outside "
+        "this run; start a new run (another run id) or restore the branch."
+    )
+    if remote and not _is_ancestor(path, remote, cp.head_sha):
+        raise ResumeError(mismatch.format(f"{remote[:12]} on the remote"))
+    if local != cp.head_sha:
+        # Two ways to be elsewhere that the run itself explains: commits past the
+        # checkpoint from an attempt interrupted before the worker judged it (never kept),
+        # or a fresh worktree at the remote head when the last push did not happen.
+        interrupted = _is_ancestor(path, cp.head_sha, local)
+        unpushed = _is_ancestor(path, local, cp.head_sha)
+        if not (interrupted or unpushed):
+            raise ResumeError(mismatch.format(local[:12]))
+        run_git(["reset", "--hard", "--quiet", cp.head_sha], cwd=path)
+    return remote != cp.head_sha and cp.head_sha != cp.base_sha
+
+
+def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
+    # merge-base prints the ancestor itself exactly when it is one (and nothing if either
+    # commit is unknown here).
+    return _git_out(["merge-base", ancestor, descendant], cwd) == ancestor
+
+
+def _git_out(args: list[str], cwd: Path) -> str:
+    return run_git(args, cwd=cwd, check=False)

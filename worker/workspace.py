@@ -106,18 +106,11 @@ def run_git(
     `env` adds variables to the allowlisted environment. On a non-zero exit (with `check`) or
     a timeout, raises GitError carrying the command and stderr, with credentials redacted.
     """
-    argv = ["git", *args]
     secrets = credentials.secrets() if credentials else ()
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=_git_env(credentials, env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        # Its own process group, so a timeout also stops git's helpers (remote-https, index-pack).
-        start_new_session=True,
-    )
+    try:
+        proc = _start_git(args, cwd, _git_env(credentials, env))
+    except OSError as error:  # no git on PATH, or cwd is gone
+        raise GitError(_scrub_all(args, secrets), 127, f"could not start git: {error}") from error
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -127,6 +120,19 @@ def run_git(
     if check and proc.returncode != 0:
         raise GitError(_scrub_all(args, secrets), proc.returncode, _scrub(_decode(err), secrets))
     return out.decode("utf-8", errors="surrogateescape").rstrip("\n")
+
+
+def _start_git(args: Sequence[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["git", *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # Its own process group, so a timeout also stops git's helpers (remote-https, index-pack).
+        start_new_session=True,
+    )
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
@@ -355,8 +361,11 @@ class RepositoryCache:
         """Take the run's worktree away and delete its local branch (the pushed one stays).
 
         The checkout is cleaned and kept as a spare for the next run when there is room,
-        otherwise removed with `git worktree remove --force` and pruned.
+        otherwise removed with `git worktree remove --force` and pruned. Removing a worktree
+        that is already gone does nothing (its stale branch is reset by the next prepare).
         """
+        if not worktree.path.exists():
+            return
         mirror = self._mirror_of(worktree.path)
         with mirror_lock(mirror):
             if not self._park(mirror, worktree.path):

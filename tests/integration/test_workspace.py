@@ -686,3 +686,17 @@ def test_a_spare_does_not_carry_its_old_lease(cache: RepositoryCache, remote: Re
     commit(second.path, "story-1.txt", "one\n")
 
     assert cache.push(second) == remote.head(BRANCH)
+
+
+def test_removing_twice_is_harmless(cache: RepositoryCache, remote: Remote) -> None:
+    worktree = prepare(cache, remote, "run-1")
+    cache.remove(worktree)
+
+    cache.remove(worktree)
+
+    assert not worktree.path.exists()
+
+
+def test_a_missing_working_folder_is_a_git_error(tmp_path: Path) -> None:
+    with pytest.raises(GitError, match="could not start git"):
+        run_git(["status"], cwd=tmp_path / "gone")

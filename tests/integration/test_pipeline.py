@@ -396,6 +396,31 @@ def test_planning_that_commits_is_reverted_too(make_project: MakeProject) -> Non
     assert project.branch_log() == ["feat: [US-001] - Feature 1"]
 
 
+def test_caches_planning_leaves_behind_are_removed_without_failing_the_attempt(
+    make_project: MakeProject,
+) -> None:
+    # A real agent runs the tests while it reads the code: __pycache__/ and .pytest_cache
+    # appear, both ignored by git. They are no change to the repository.
+    project = make_project()
+    listing = project.tmp / "story-sees.txt"
+    run_tests = [sys.executable, "-m", "pytest", "-q"]
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(1), "write": {"build/cache.pyc": "x"}, "run": run_tests}],
+            "stories": {"US-001": [{**implement(1), "list_files": str(listing)}]},
+        }
+    )
+    result = project.run(scenario)
+
+    assert project.calls() == ["plan 1", "US-001 1"]
+    assert "planning attempt 1 failed" not in (project.run_dir() / "progress.txt").read_text()
+    assert result.ready
+    seen = listing.read_text().splitlines()
+    assert "tests/test_base.py" in seen
+    # The gates' own caches may stay (they run with -p no:cacheprovider); planning's are gone.
+    assert not [name for name in seen if name.startswith((".pytest_cache/", "build/"))]
+
+
 def test_an_invalid_prd_twice_fails_the_run_naming_what_is_wrong(
     make_project: MakeProject,
 ) -> None:

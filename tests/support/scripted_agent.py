@@ -13,9 +13,10 @@ It is stateless like a real agent: the story and attempt come from the prompt ("
      "calls_log": "/abs/calls.log"}                       # optional: one line per call
 
 An attempt's steps, in this order: sleep, sleep_once (with once_file), print, dump_env,
-write {path: text}, delete [paths], prd (object, planning: written as run_dir/prd.json) or
-prd_raw (text), claim_passes, commit (message), hang (seconds; also starts a `setsid` child;
-pids go to pids_file), exit_code.
+write {path: text}, delete [paths], run (argv, in the worktree), list_files (a file to write
+the worktree's file list to, ignored files included), prd (object, planning: written as
+run_dir/prd.json) or prd_raw (text), claim_passes, commit (message), hang (seconds; also
+starts a `setsid` child; pids go to pids_file), exit_code.
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ def perform(steps: dict[str, Any], *, run_dir: Path, story_id: str | None) -> in
         target.write_text(text)
     for name in steps.get("delete", []):
         (cwd / name).unlink()
+    if "run" in steps:
+        subprocess.run(steps["run"], cwd=cwd, check=False)
+    if "list_files" in steps:
+        files = sorted(str(p.relative_to(cwd)) for p in cwd.rglob("*") if p.is_file())
+        listed = [name for name in files if name != ".git"]
+        Path(steps["list_files"]).write_text("\n".join(listed) + "\n")
     if "prd" in steps:
         (run_dir / "prd.json").write_text(json.dumps(steps["prd"], indent=2))
     if "prd_raw" in steps:

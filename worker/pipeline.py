@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from worker.agents import (
     AgentCall,
@@ -19,14 +20,13 @@ from worker.agents import (
     agent_environment,
     make_runner,
 )
+from worker.delivery import run_result, write_delivery
 from worker.gates import GateSpec, gate_specs, run_gates
 from worker.judging import (
     KEPT,
     Verdict,
-    baseline_changes,
     fail_fast,
     judge,
-    readiness,
     reference_gates,
     story_state,
 )
@@ -35,14 +35,11 @@ from worker.prd import Prd, Story, select_next_story
 from worker.prompting import STORY_TEMPLATE, PromptRenderer, load_overrides
 from worker.redact import Redactor
 from worker.repo_config import GatesMode, RepoConfig, read_repo_config
-from worker.reporting import Reporter, render_pr_body
+from worker.reporting import Reporter
 from worker.resume import check_requirement, reconcile, stop_leftovers
 from worker.run_folder import (
-    CHANGES_PATCH,
-    PR_BODY,
     PRD_JSON,
     RUN_JSON,
-    VERIFICATION_SUMMARY,
     RunFolder,
 )
 from worker.scope import collect_changes, has_staged_changes, restore_tree
@@ -452,7 +449,7 @@ class Pipeline:
         self._restore_tree(pre)
         prompt = self.renderer.render(STORY_TEMPLATE, **self._story_values(record, number))
         outcome = self._call_agent(iteration, prompt)
-        base = {
+        base: dict[str, Any] = {
             "iteration": iteration,
             "attempt": number,
             "cost_usd": outcome.cost_usd,
@@ -474,28 +471,29 @@ class Pipeline:
             return AttemptRecord(
                 outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
             )
-        story = _story_subject(record)
-        run_git(["commit", "--quiet", "--no-verify", "-m", story], cwd=self.worktree.path)
-        commit = head_sha(self.worktree.path)
-        gates = self._run_gates(
-            self.folder.gates_label(iteration), fail_fast=fail_fast(self.cp.baseline or [])
-        )
+        return self._check(record, pre, forbidden, base)
+
+    def _check(
+        self, record: StoryRecord, pre: str, forbidden: list[str], base: dict[str, Any]
+    ) -> AttemptRecord:
+        """Commit what the agent left, run the gates on it, keep the commit if they allow."""
+        cp, path, iteration = self.cp, self.worktree.path, base["iteration"]
+        run_git(["commit", "--quiet", "--no-verify", "-m", _story_subject(record)], cwd=path)
+        commit = head_sha(path)
+        label = self.folder.gates_label(iteration)
+        gates = self._run_gates(label, fail_fast=fail_fast(cp.baseline or []))
         if self.cancel.is_set():  # the gates were stopped part-way: no verdict
             self._restore_tree(pre)
             return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
-        verdict, why = judge(
-            reference_gates(cp.stories, cp.baseline or []), gates, [g.name for g in self.gates]
-        )
-        record_kw = {"commit": commit, "gates": gates, "forbidden_writes": forbidden, **base}
+        reference = reference_gates(cp.stories, cp.baseline or [])
+        verdict, why = judge(reference, gates, [g.name for g in self.gates])
+        judged = {"reason": why, "gates": gates, "forbidden_writes": forbidden, **base}
         if verdict is Verdict.FAILED:
             self._keep_patch(pre, commit, iteration)
             self._restore_tree(pre)
-            record_kw["commit"] = None
-            return AttemptRecord(outcome=AttemptOutcome.GATES_FAILED, reason=why, **record_kw)
-        outcome_kind = (
-            AttemptOutcome.PASSED if verdict is Verdict.PASSED else AttemptOutcome.UNVERIFIED
-        )
-        return AttemptRecord(outcome=outcome_kind, reason=why, **record_kw)
+            return AttemptRecord(outcome=AttemptOutcome.GATES_FAILED, **judged)
+        outcome = AttemptOutcome.PASSED if verdict is Verdict.PASSED else AttemptOutcome.UNVERIFIED
+        return AttemptRecord(outcome=outcome, commit=commit, **judged)
 
     def _story_values(self, record: StoryRecord, number: int) -> dict[str, object]:
         story = self._prd().story(record.id)
@@ -562,64 +560,22 @@ class Pipeline:
 
     def _deliver(self, final: list[GateRecord], stop: StopReason) -> RunResult:
         cp = self.cp
-        fixed, remaining = baseline_changes(cp.baseline or [], final)
-        ready, why = readiness(
-            cp.stories, final, expected_gates=[g.name for g in self.gates], stop=stop
-        )
-        prd = self._prd()
-        result = RunResult(
-            run_id=cp.run_id,
-            requirement_source=cp.requirement_source,
-            project=prd.project,
-            branch=cp.branch,
-            base_ref=cp.base_ref,
-            base_sha=cp.base_sha,
-            head_sha=cp.head_sha,
-            stories=cp.stories,
-            final_gates=final,
-            baseline_gates=cp.baseline or [],
-            fixed_tests=fixed,
-            remaining_tests=remaining,
-            ready=ready,
-            draft_reason=why,
-            stop_reason=stop,
-            cost_usd=round(cp.cost_usd, 4),
-            duration_s=round(time.monotonic() - self.started, 3),
+        result = run_result(
+            cp,
+            final,
+            project=self._prd().project,
+            expected_gates=[g.name for g in self.gates],
+            stop=stop,
+            duration_s=time.monotonic() - self.started,
             run_dir=str(self.folder.path),
         )
-        self.folder.write_json(VERIFICATION_SUMMARY, _verification_summary(result, cp))
         diff = _git_out(["diff", "--no-color", cp.base_sha, cp.head_sha], self.worktree.path)
-        self.folder.write_text(CHANGES_PATCH, diff + "\n" if diff else "")
-        self.folder.write_text(PR_BODY, render_pr_body(result))
-        self.folder.sweep(full=True)
+        write_delivery(self.folder, result, iterations=cp.iteration, diff=diff)
         cp.status, cp.step = RunStatus.FINISHED, RunStep.DONE
         self.step = RunStep.DONE
         self._save()
         self._write_run_json()
         return result
-
-
-def _verification_summary(result: RunResult, cp: Checkpoint) -> dict[str, object]:
-    return {
-        "run_id": result.run_id,
-        "branch": result.branch,
-        "base_sha": result.base_sha,
-        "head_sha": result.head_sha,
-        "stories": {
-            "total": len(result.stories),
-            **{str(state): result.count(state) for state in StoryState},
-            "by_id": {s.id: str(s.state) for s in result.stories},
-        },
-        "iterations": cp.iteration,
-        "gates": [g.model_dump(exclude={"output_tail"}) for g in result.final_gates],
-        "all_gates_passed": all(g.passed for g in result.final_gates),
-        "baseline_fixed_tests": result.fixed_tests,
-        "baseline_remaining_tests": result.remaining_tests,
-        "ready": result.ready,
-        "draft_reason": result.draft_reason,
-        "stop_reason": str(result.stop_reason),
-        "cost_usd": result.cost_usd,
-    }
 
 
 def _record(story: Story) -> StoryRecord:

@@ -71,7 +71,7 @@ def reference_gates(
     return max(kept, key=lambda a: a.iteration).gates
 
 
-def fail_fast(baseline: Sequence[GateRecord]) -> bool:
+def fail_fast_on(baseline: Sequence[GateRecord]) -> bool:
     """Stop at the first failing gate? Not on a failing baseline, where every gate's result
     is needed to compare failures one by one."""
     return all(g.passed for g in baseline)

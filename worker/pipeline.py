@@ -1,4 +1,4 @@
-"""The engine: plan a requirement, implement it story by story, verify, and write the PR body."""
+"""The engine: one run's steps in order (workspace, plan, baseline, stories, verify, deliver)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from worker.gates import GateSpec, gate_specs, run_gates
 from worker.judging import (
     KEPT,
     Verdict,
-    fail_fast,
+    fail_fast_on,
     judge,
     reference_gates,
     story_state,
@@ -481,7 +481,7 @@ class Pipeline:
         run_git(["commit", "--quiet", "--no-verify", "-m", _story_subject(record)], cwd=path)
         commit = head_sha(path)
         label = self.folder.gates_label(iteration)
-        gates = self._run_gates(label, fail_fast=fail_fast(cp.baseline or []))
+        gates = self._run_gates(label, fail_fast=fail_fast_on(cp.baseline or []))
         if self.cancel.is_set():  # the gates were stopped part-way: no verdict
             self._restore_tree(pre)
             return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.judging import fail_fast, reference_gates, story_state
+from worker.judging import fail_fast_on, reference_gates, story_state
 from worker.state import AttemptOutcome, AttemptRecord, GateRecord, StoryRecord, StoryState
 
 
@@ -53,9 +53,9 @@ def test_the_latest_kept_attempt_is_the_reference_not_a_later_rejected_one() -> 
 
 
 def test_gates_stop_at_the_first_failure_only_on_a_green_baseline() -> None:
-    assert fail_fast([gate(True), gate(True)])
-    assert fail_fast([])
-    assert not fail_fast([gate(True), gate(False, None)])
+    assert fail_fast_on([gate(True), gate(True)])
+    assert fail_fast_on([])
+    assert not fail_fast_on([gate(True), gate(False, None)])
 
 
 @pytest.mark.parametrize(

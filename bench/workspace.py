@@ -160,7 +160,7 @@ def _write_commit(
 
 def add_upstream_commit(source: Path, n: int) -> None:
     """One more commit on main, as a human's push would add."""
-    data = f"upstream change {n}\n".encode()
+    data = f"upstream change {n} at {time.time()}\n".encode()
     stream = (
         b"commit refs/heads/main\n"
         b"committer Bench <bench@reqdrive.invalid> 1800000000 +0000\n"
@@ -226,46 +226,52 @@ def measure(**request: Any) -> Sample:
 # --- the phases --------------------------------------------------------------------------------
 
 
-def bench_plain_clone(source: Path, scratch: Path, repeats: int) -> list[Sample]:
-    samples = []
-    for n in range(repeats):
-        dest = scratch / f"clone-{n}"
-        samples.append(measure(op="clone", source=str(source), dest=str(dest)))
-    return samples
+class Round:
+    """One repetition of every operation, back to back, so load from other processes on the
+    machine falls on all of them alike rather than on whichever phase ran at a bad moment."""
 
+    def __init__(self, source: Path, scratch: Path) -> None:
+        self.source = source
+        self.scratch = scratch
+        self.warm_cache = scratch / "warm-cache"
+        self.commits = 0
 
-def bench_cold_prepare(source: Path, scratch: Path, repeats: int) -> list[Sample]:
-    samples = []
-    for n in range(repeats):
-        cache = scratch / f"cold-cache-{n}"
-        samples.append(_prepare(source, cache, f"cold-{n}"))
-    return samples
+    def prime(self) -> None:
+        """The cache a previous run left behind, and (parked) the checkout it finished with."""
+        _prepare(self.source, self.warm_cache, "prime")
+        _remove(self.warm_cache, "prime", spares=1)
 
+    def run(self, n: int) -> dict[str, Sample]:
+        samples = {
+            "plain clone": self.plain_clone(n),
+            "cold prepare (no cache)": _prepare(self.source, self.scratch / f"cold-{n}", "cold"),
+        }
+        for spares, label in ((0, "new worktree"), (1, "spare checkout")):
+            samples[f"warm prepare, {label} (remote unchanged)"] = self.warm(n, spares, False)
+            samples[f"warm prepare, {label} (one new upstream commit)"] = self.warm(n, spares, True)
+        samples["no-op fetch alone"] = self.noop_fetch()
+        return samples
 
-def bench_warm_prepare(
-    source: Path,
-    cache: Path,
-    repeats: int,
-    *,
-    spares: int,
-    before: Callable[[int], None] | None = None,
-) -> list[Sample]:
-    """With spares on, each run's worktree is removed (parked) afterwards, as the pipeline does,
-    and the next prepare switches that checkout; without, every run writes a new worktree."""
-    samples = []
-    for n in range(repeats):
-        if before is not None:
-            before(n)
-        run_id = f"warm-{spares}-{'new' if before else 'same'}-{n}"
-        samples.append(_prepare(source, cache, run_id, spares))
+    def plain_clone(self, n: int) -> Sample:
+        dest = self.scratch / f"clone-{n}"
+        return measure(op="clone", source=str(self.source), dest=str(dest))
+
+    def warm(self, n: int, spares: int, new_commit: bool) -> Sample:
+        """With spares on, the run's worktree is removed (parked) afterwards, as the pipeline
+        does, and the next prepare switches that checkout; without, a new worktree is written
+        (and kept: deleting now would slow what follows, see above)."""
+        if new_commit:
+            self.commits += 1
+            add_upstream_commit(self.source, self.commits)
+        run_id = f"warm-{spares}-{int(new_commit)}-{n}"
+        sample = _prepare(self.source, self.warm_cache, run_id, spares)
         if spares:
-            _remove(cache, run_id, spares)
-    return samples
+            _remove(self.warm_cache, run_id, spares)
+        return sample
 
-
-def bench_noop_fetch(source: Path, cache: Path, repeats: int) -> list[Sample]:
-    mirror = RepositoryCache(cache).mirror_path(str(source))
-    return [measure(op="fetch", source=str(source), mirror=str(mirror)) for _ in range(repeats)]
+    def noop_fetch(self) -> Sample:
+        mirror = RepositoryCache(self.warm_cache).mirror_path(str(self.source))
+        return measure(op="fetch", source=str(self.source), mirror=str(mirror))
 
 
 def _prepare(source: Path, cache: Path, run_id: str, spares: int = 0) -> Sample:
@@ -361,29 +367,14 @@ def run(shape: Shape) -> str:
 
 
 def _phases(source: Path, scratch: Path, repeats: int) -> dict[str, list[Sample]]:
+    rounds = Round(source, scratch)
+    rounds.prime()
     results: dict[str, list[Sample]] = {}
-    print("plain clone ...", flush=True)
-    results["plain clone"] = bench_plain_clone(source, scratch, repeats)
-    print("cold prepare ...", flush=True)
-    results["cold prepare (no cache)"] = bench_cold_prepare(source, scratch, repeats)
-    warm_cache = scratch / "warm-cache"
-    _prepare(source, warm_cache, "prime")  # the cache a previous run left behind
-    print("warm prepare ...", flush=True)
-    for spares, label in ((0, "new worktree"), (1, "spare checkout")):
-        if spares:
-            _remove(warm_cache, "prime", spares)  # the checkout a finished run left
-        results[f"warm prepare, {label} (remote unchanged)"] = bench_warm_prepare(
-            source, warm_cache, repeats, spares=spares
-        )
-        results[f"warm prepare, {label} (one new upstream commit)"] = bench_warm_prepare(
-            source, warm_cache, repeats, spares=spares, before=_upstream_commit(source, spares)
-        )
-    results["no-op fetch alone"] = bench_noop_fetch(source, warm_cache, repeats)
+    for n in range(repeats):
+        print(f"round {n + 1} of {repeats} ...", flush=True)
+        for name, sample in rounds.run(n).items():
+            results.setdefault(name, []).append(sample)
     return results
-
-
-def _upstream_commit(source: Path, spares: int) -> Callable[[int], None]:
-    return lambda n: add_upstream_commit(source, spares * 1000 + n)
 
 
 def run_engine_bench(quick: bool) -> None:

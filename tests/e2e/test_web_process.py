@@ -26,14 +26,19 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+WORKERS = 2
 # Both servers the web process may run on; WebhookEndpoint reads wsgi.input itself, so each
 # server's way of passing bodies (sized, chunked, never sent) is exercised.
 SERVERS = {
     "gunicorn": [str(BIN / "gunicorn"), "--no-control-socket", "--bind", "127.0.0.1:{port}",
-                 "--workers", "2", "--threads", "8", "bot.app:create_app()"],
-    "granian": [str(BIN / "granian"), "--interface", "wsgi", "--workers", "2",
+                 "--workers", str(WORKERS), "--threads", "8", "bot.app:create_app()"],
+    "granian": [str(BIN / "granian"), "--interface", "wsgi", "--workers", str(WORKERS),
                 "--host", "127.0.0.1", "--port", "{port}", "--factory", "bot.app:create_app"],
 }  # fmt: skip
+# The log line of each worker that is ready. Both servers listen before their workers are;
+# granian 2.8 hangs if SIGTERM comes while a worker is still starting, so a test server is
+# used, and stopped, only once every worker has started.
+WORKER_READY = {"gunicorn": b"Booting worker with pid", "granian": b"Started worker-"}
 START_TIMEOUT_S = 30.0
 
 Reply = tuple[int, dict[str, object]]
@@ -58,21 +63,24 @@ class WebProcess:
             "REQDRIVE_APP_SLUG": "reqdrive",
         }
         argv = [arg.format(port=self.port) for arg in SERVERS[server]]
+        self._ready = WORKER_READY[server]
         self._log = log.open("wb")
         self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log, stderr=self._log)
-        self._wait_until_listening(log)
+        self._wait_until_ready(log)
 
-    def _wait_until_listening(self, log: Path) -> None:
+    def _wait_until_ready(self, log: Path) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"web server exited:\n{log.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"web server did not listen:\n{log.read_text()}")
+            if log.read_bytes().count(self._ready) >= WORKERS:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        raise RuntimeError(f"web server did not start its workers:\n{log.read_text()}")
 
     def stop(self) -> None:
         self.process.terminate()

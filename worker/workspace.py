@@ -503,7 +503,8 @@ class RepositoryCache:
         if not path.exists() or len(kept) >= self.spares_per_mirror:
             return False
         try:
-            # Detaching frees the run's branch; --force drops what the run left uncommitted.
+            # Detaching frees the run's branch; --force drops what the run left uncommitted, and
+            # -x too: nothing a run built or ignored may leak into the next one.
             self._git(["checkout", "--quiet", "--force", "--detach"], path)
             self._git(["clean", "-ffdxq"], path)
             spares.mkdir(parents=True, exist_ok=True)
@@ -525,9 +526,10 @@ class RepositoryCache:
                 self._drop_worktree(mirror, spare)  # not a worktree of this mirror any more
                 continue
             try:
+                # No clean here: the spare was cleaned (-x too) when it was parked, under this
+                # lock; whatever could write into it since could write into the mirror as well,
+                # so agents are kept apart by user or container, not by a second clean.
                 self._git(["checkout", "--quiet", "--force", "-B", branch, start], path)
-                # -x too: nothing a previous run built or ignored may leak into this one.
-                self._git(["clean", "-ffdxq"], path)
             except GitError:
                 self._drop_worktree(mirror, path)
                 return False

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from worker.exceptions import AgentError
 from worker.processes import ProcessOutcome, run_process
-from worker.redact import Redactor
+from worker.redact import Redactor, redact_file
 
 # What an agent may see of the worker's environment: enough to run tools, its own API
 # credentials and a git identity, nothing that reaches GitHub, Redis or the App's key.
@@ -302,14 +302,3 @@ class AiderRunner(_ProcessRunner):
         for path in self.history_files(call).values():
             redact_file(path, self.redactor)
         return super().outcome(call, process)
-
-
-def redact_file(path: Path, redactor: Redactor) -> str | None:
-    """Redact a file an agent wrote, in place; return its redacted text, None if absent."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    redacted = redactor.redact(text)
-    path.write_text(redacted, encoding="utf-8")
-    return redacted

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from worker.processes import run_process
-from worker.redact import Redactor
+from worker.redact import Redactor, redact_file
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"
 UNSAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -115,7 +115,7 @@ def run_gates(
             if fail_fast and not results[-1].passed:
                 break
     summary = output_dir / f"{label}.gates.json"
-    summary.write_text(json.dumps([r.to_json() for r in results], indent=2) + "\n")
+    summary.write_text(redactor.redact(json.dumps([r.to_json() for r in results], indent=2)) + "\n")
     return results
 
 
@@ -151,6 +151,8 @@ def run_gate(
     output = process.output_tail
     failed: frozenset[str] | None = None
     if spec.junit:
+        # The XML holds test ids and failure output: redacted on disk before it is read.
+        redact_file(junit_path, redactor)
         failed, problem = _failed_tests(junit_path)
         if problem:
             output += f"\n[reqdrive] no per-test results: {problem}\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -104,3 +105,15 @@ class LineRedactor:
         # whose remainder (with its newline) ends the placeholder.
         self._in_pem = True
         return redacted[: begin.start()] + REDACTED
+
+
+def redact_file(path: Path, redactor: Redactor) -> str | None:
+    """Redact a file another program wrote (an agent, a test run) in place; its new text,
+    None if absent."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    redacted = redactor.redact(text)
+    path.write_text(redacted, encoding="utf-8")
+    return redacted

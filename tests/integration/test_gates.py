@@ -162,6 +162,21 @@ def test_gate_output_is_redacted_everywhere_it_is_kept(tmp_path: Path) -> None:
     assert TOKEN not in (out / "iteration-1.gates.json").read_text()
 
 
+def test_junit_results_are_redacted_in_the_report_and_on_disk(tmp_path: Path) -> None:
+    # A test id or a failure message can hold a secret (a parametrized token, an assertion
+    # that prints a header): the per-test results and the XML left in the run folder hide it.
+    xml = (
+        f'<testsuite><testcase classname="test_api" name="test_call[{TOKEN}]">'
+        f'<failure message="sent {TOKEN}">Authorization: token {TOKEN}</failure>'
+        "</testcase></testsuite>"
+    )
+    command = f"printf '%s' {shlex.quote(xml)} > \"$REQDRIVE_JUNIT_XML\"; exit 1"
+    [result] = run(tmp_path, [gate("tests", command, junit=True)])
+    assert result.failed_tests == frozenset({f"test_api::test_call[{REDACTED}]"})
+    for path in (tmp_path / "out").iterdir():
+        assert TOKEN not in path.read_text(), path.name
+
+
 def test_a_cancelled_run_starts_no_further_gate(tmp_path: Path) -> None:
     cancel = threading.Event()
     cancel.set()

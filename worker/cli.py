@@ -24,6 +24,7 @@ from worker.exceptions import (
     WorkspaceError,
 )
 from worker.pipeline import Pipeline, Requirement, RunSpec
+from worker.redact import Redactor
 from worker.reporting import ConsoleReporter
 from worker.state import FileCheckpointStore, StopReason
 from worker.workspace import run_git, slugify
@@ -85,13 +86,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, _cancel_on(cancel))
+    redactor = Redactor()  # until the run's own, which knows the secret values too
     try:
         spec = _spec(args)
         store = FileCheckpointStore(spec.work_dir / "runs")
         pipeline = Pipeline(spec, reporter=ConsoleReporter(), checkpoints=store, cancel=cancel)
+        redactor = pipeline.redactor
         result = pipeline.run()
     except ReqdriveError as error:
-        print(f"reqdrive run: {error}", file=sys.stderr)
+        # Messages quote git's stderr, config values and agent output: redacted like run.json.
+        print(f"reqdrive run: {redactor.redact(str(error))}", file=sys.stderr)
         return int(_exit_code(error))
     finally:
         signal.signal(signal.SIGINT, previous)

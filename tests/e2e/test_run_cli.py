@@ -158,6 +158,17 @@ def test_a_bad_repository_config_exits_3_naming_the_key(tmp_path: Path, checkout
     assert done.returncode == 3 and "key 'maxIterations'" in done.stderr
 
 
+def test_an_error_message_is_redacted_before_it_is_printed(tmp_path: Path, checkout: Path) -> None:
+    # The config error quotes the value it got; a token pasted into the wrong key stays hidden.
+    token = "ghp_" + "q7W3e9R1t5" * 4
+    (checkout / ".github/reqdrive.yml").write_text(f"maxIterations: {token}\n")
+    git(checkout, "commit", "-qam", "a token in the wrong place")
+    scenario = scenario_file(tmp_path, {"plan": [{"prd": prd(1)}]})
+    done = run_cli(checkout, command(tmp_path, scenario))
+    assert done.returncode == 3 and "key 'maxIterations'" in done.stderr
+    assert "[REDACTED]" in done.stderr and token not in done.stderr
+
+
 def alive(pid: int) -> bool:
     stat = Path(f"/proc/{pid}/stat")
     try:

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, git, implement, prd, project_factory
+from tests.integration.test_pipeline import (
+    PYTEST,
+    MakeProject,
+    git,
+    implement,
+    prd,
+    project_factory,
+)
 from worker.redact import Redactor
 from worker.run_folder import RunFolder
 from worker.state import AttemptOutcome, StoryState
@@ -66,9 +73,11 @@ def test_a_hanging_agent_is_killed_at_the_timeout_with_its_setsid_child(
 
 
 def test_the_agent_sees_no_worker_secret_and_its_printed_token_is_in_no_file(
-    make_project: MakeProject,
+    make_project: MakeProject, tmp_path: Path
 ) -> None:
-    project = make_project()
+    # The gates run the repository's code: they get the agent's scrubbed environment too.
+    gate_env = tmp_path / "gate-env.txt"
+    project = make_project({"testCommand": f"env >> {gate_env}; {PYTEST}"})
     env_dump = project.tmp / "agent-env.json"
     scenario = project.scenario(
         {
@@ -94,6 +103,9 @@ def test_the_agent_sees_no_worker_secret_and_its_printed_token_is_in_no_file(
     assert "GITHUB_TOKEN" not in seen and "REDIS_URL" not in seen
     assert "GITHUB_PRIVATE_KEY" not in seen
     assert seen["ANTHROPIC_API_KEY"] == worker_env["ANTHROPIC_API_KEY"]  # its own key it keeps
+    gate_names = {line.split("=", 1)[0] for line in gate_env.read_text().splitlines()}
+    assert "PATH" in gate_names
+    assert not gate_names & {"GITHUB_TOKEN", "REDIS_URL", "GITHUB_PRIVATE_KEY"}
     files = [p for p in project.run_dir().rglob("*") if p.is_file()]
     assert any("my token is [REDACTED]" in p.read_text() for p in files)
     for path in files:

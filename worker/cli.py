@@ -21,6 +21,7 @@ from worker.exceptions import (
     RepoConfigError,
     ReqdriveError,
     ResumeError,
+    RunCancelled,
     WorkspaceError,
 )
 from worker.pipeline import Pipeline, Requirement, RunSpec
@@ -51,6 +52,7 @@ class ExitCode(IntEnum):
 
 # One table from failure to exit code; the message is the exception's own sentence.
 EXIT_CODES: tuple[tuple[type[ReqdriveError], ExitCode], ...] = (
+    (RunCancelled, ExitCode.USER_ABORT),
     (PreflightError, ExitCode.PREFLIGHT_FAILED),
     (RepoConfigError, ExitCode.CONFIG_ERROR),
     (GitError, ExitCode.GIT_ERROR),

@@ -42,3 +42,7 @@ class PreflightError(ReqdriveError):
 
 class ResumeError(ReqdriveError):
     """A checkpoint does not match the branch it claims to describe."""
+
+
+class RunCancelled(ReqdriveError):
+    """The run was stopped (Ctrl-C, /reqdrive cancel) before it had a plan to work on."""

@@ -298,6 +298,7 @@ class Pipeline:
             call_agent=self._call_agent,
             timeout_s=self.agent_settings.timeout_s,
             redactor=self.redactor,
+            cancel=self.cancel,
         )
         prd = planner.plan(self._plan_values(), on_attempt=self._planning_attempt)
         cp.prd = prd.to_json()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from worker.agents import AgentOutcome
-from worker.exceptions import PrdError
+from worker.exceptions import PrdError, RunCancelled
 from worker.prd import MAX_STORIES, MIN_STORIES, Prd, parse_prd
 from worker.prompting import PLAN_TEMPLATE, PromptRenderer
 from worker.redact import Redactor
@@ -30,6 +31,7 @@ class Planner:
     call_agent: CallAgent
     timeout_s: float
     redactor: Redactor
+    cancel: threading.Event
 
     def plan(self, values: Mapping[str, object], on_attempt: Callable[[int], None]) -> Prd:
         """The first valid plan; `values` fill the prompt (requirement, source, project)."""
@@ -60,6 +62,8 @@ class Planner:
         before = tree_state(self.worktree)
         outcome = self.call_agent(f"plan-{number}", prompt)
         changed = undo_planning_changes(self.worktree, self.branch, before)
+        if self.cancel.is_set():  # not the agent's failure: no second attempt either
+            raise RunCancelled("the run was cancelled while planning; no plan was made")
         if changed is not None:
             raise PrdError(
                 f"planning must not change the repository, but the agent changed "

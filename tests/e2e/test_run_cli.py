@@ -282,12 +282,16 @@ def test_the_command_agent_without_a_template_exits_5(tmp_path: Path, checkout: 
     assert done.returncode == 5 and "needs a command template" in done.stderr
 
 
-def test_ctrl_c_stops_the_agent_and_exits_7(tmp_path: Path, checkout: Path) -> None:
+@pytest.mark.parametrize("step", ["plan", "story"])
+def test_ctrl_c_stops_the_agent_and_exits_7(tmp_path: Path, checkout: Path, step: str) -> None:
     pids = tmp_path / "pids.txt"
-    scenario = scenario_file(
-        tmp_path,
-        {"plan": [{"prd": prd(1)}], "stories": {"US-001": [{"hang": 300, "pids_file": str(pids)}]}},
-    )
+    hang = {"hang": 300, "pids_file": str(pids)}
+    if step == "plan":
+        scenario = scenario_file(tmp_path, {"plan": [hang]})
+    else:
+        scenario = scenario_file(
+            tmp_path, {"plan": [{"prd": prd(1)}], "stories": {"US-001": [hang]}}
+        )
     process = subprocess.Popen(
         command(tmp_path, scenario),
         cwd=checkout,
@@ -306,6 +310,8 @@ def test_ctrl_c_stops_the_agent_and_exits_7(tmp_path: Path, checkout: Path) -> N
     assert process.returncode == 7, stderr
     assert "stopping after the current step" in stderr
     assert not any(alive(int(pid)) for pid in pids.read_text().split())
+    # Stopped means stopped: no second planning attempt, no further story attempt.
+    assert len(calls(tmp_path)) == (1 if step == "plan" else 2)
 
 
 def test_the_default_work_dir_in_the_checkout_stays_out_of_git_status(

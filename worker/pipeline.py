@@ -162,7 +162,9 @@ class Pipeline:
         self.reporter.plan_ready(cp.stories)
         self._enter(RunStep.BASELINE)
         if cp.baseline is None:
-            cp.baseline = self._baseline()
+            baseline = self._baseline()
+            # Gates stopped part-way measured nothing: a resumed run measures them again.
+            cp.baseline = None if self.cancel.is_set() else baseline
         self._enter(RunStep.IMPLEMENT)
         cp.stop_reason = self._implement()
         self._enter(RunStep.VERIFY)

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from tests.integration.test_pipeline import (
+    PYTEST,
     MakeProject,
     Project,
     git,
@@ -251,3 +252,33 @@ def test_cancelling_mid_agent_stops_it_and_the_attempt_is_not_counted(
     assert not any(alive(int(pid)) for pid in pids.read_text().split())
     assert "partial.py" not in project.branch_files()
     assert "US-002 attempt 1: cancelled" in (project.run_dir() / "progress.txt").read_text()
+
+
+def test_a_baseline_cancelled_part_way_is_measured_again_when_the_run_resumes(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    hung = tmp_path / "baseline-hung"
+    # The first baseline hangs until cancelled; every later run of the gate is the real tests.
+    tests = f"if [ ! -e {hung} ]; then touch {hung}; sleep 300; fi; {PYTEST}"
+    project = make_project({"testCommand": tests})
+    scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    cancel = threading.Event()
+
+    def cancel_when_hanging() -> None:
+        while not hung.exists():
+            time.sleep(0.05)
+        cancel.set()
+
+    threading.Thread(target=cancel_when_hanging, daemon=True).start()
+    first = Pipeline(
+        project.spec(scenario),
+        reporter=ConsoleReporter(io.StringIO()),
+        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
+        cancel=cancel,
+    ).run()
+    assert first.stop_reason is StopReason.CANCELLED
+
+    second = project.run(scenario)
+    # A gate stopped by the cancel is not "the tests fail on the base commit".
+    assert [(g.name, g.passed) for g in second.baseline_gates] == [("tests", True)]
+    assert second.stories[0].state is StoryState.PASSED and second.ready

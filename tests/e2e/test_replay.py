@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import WEBHOOK_EXAMPLES
+from tests.support.ports import closed_port, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -28,12 +28,6 @@ REQDRIVE = str(Path(sys.executable).parent / "reqdrive")
 LABELED = WEBHOOK_EXAMPLES / "issues" / "labeled.payload.json"
 SECRET = "e2e-replay-secret"
 START_TIMEOUT_S = 90.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -62,7 +56,7 @@ def _replay(
 @pytest.fixture
 def server_url(redis_url: str, tmp_path: Path) -> Iterator[str]:
     """The production web server (`reqdrive serve`) on a free port, against the test Redis."""
-    port = _free_port()
+    port = free_port()
     env = _env(REDIS_URL=redis_url, GITHUB_WEBHOOK_SECRET=SECRET)
     with (
         (tmp_path / "serve.log").open("wb") as log,
@@ -126,7 +120,8 @@ def test_replay_without_a_secret_names_the_variable(tmp_path: Path) -> None:
 
 
 def test_replay_to_nothing_listening_fails_clearly() -> None:
-    result = _replay(f"http://127.0.0.1:{_free_port()}/webhook")
+    with closed_port() as port:
+        result = _replay(f"http://127.0.0.1:{port}/webhook")
     assert result.returncode == 1
     assert "cannot reach" in result.stderr
 

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from tests.conftest import WEBHOOK_EXAMPLES
+from tests.support.ports import closed_port, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -59,12 +59,6 @@ class Up:
         return "".join(self.lines)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {
         k: v
@@ -77,7 +71,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 @contextmanager
 def running_up(cwd: Path, env: dict[str, str], *options: str) -> Iterator[Up]:
     """`reqdrive up` in its own session; on the way out it is stopped and its pipes closed."""
-    port = _free_port()
+    port = free_port()
     # Its own session, so a test can send SIGINT to the whole group as a terminal's Ctrl-C does.
     with subprocess.Popen(
         [REQDRIVE, "up", "--port", str(port), *options],
@@ -312,16 +306,16 @@ def test_a_dead_child_stops_the_stack_and_is_named(stack_dir: Path, redis_url: s
 
 
 def test_up_refuses_a_redis_url_that_does_not_answer(stack_dir: Path) -> None:
-    closed = f"redis://127.0.0.1:{_free_port()}/0"
-    result = subprocess.run(
-        [REQDRIVE, "up", "--port", str(_free_port())],
-        cwd=stack_dir,
-        env=_clean_env(REDIS_URL=closed),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    with closed_port() as redis_port:
+        result = subprocess.run(
+            [REQDRIVE, "up", "--port", str(free_port())],
+            cwd=stack_dir,
+            env=_clean_env(REDIS_URL=f"redis://127.0.0.1:{redis_port}/0"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert result.returncode != 0
     assert "REDIS_URL" in result.stderr
     assert "Traceback" not in result.stderr
@@ -329,7 +323,7 @@ def test_up_refuses_a_redis_url_that_does_not_answer(stack_dir: Path) -> None:
 
 def test_up_refuses_to_start_without_the_secret(tmp_path: Path) -> None:
     result = subprocess.run(
-        [REQDRIVE, "up", "--port", str(_free_port())],
+        [REQDRIVE, "up", "--port", str(free_port())],
         cwd=tmp_path,  # no .env here
         env=_clean_env(),
         capture_output=True,

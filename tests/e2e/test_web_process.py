@@ -20,6 +20,7 @@ from rq.serializers import JSONSerializer
 
 from bot.intake import MAX_BODY_BYTES
 from tests.support import webhooks
+from tests.support.ports import closed_port, free_port
 from worker.jobs import JOB_LOG_KEY
 
 pytestmark = pytest.mark.e2e
@@ -42,13 +43,6 @@ WORKER_READY = {"gunicorn": b"Booting worker with pid", "granian": b"Started wor
 START_TIMEOUT_S = 30.0
 
 Reply = tuple[int, dict[str, object]]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 class WebProcess:
@@ -122,11 +116,11 @@ def web(
 def web_without_redis(
     server_name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[WebProcess]:
-    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
-    log = tmp_path_factory.mktemp("web-down") / f"{server_name}.log"
-    server = WebProcess(server_name, dead, log)
-    yield server
-    server.stop()
+    with closed_port() as port:
+        log = tmp_path_factory.mktemp("web-down") / f"{server_name}.log"
+        server = WebProcess(server_name, f"redis://127.0.0.1:{port}/0", log)
+        yield server
+        server.stop()
 
 
 def queue(conn: redis.Redis) -> Queue:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +15,7 @@ from rq.utils import utcparse
 
 from bot.enqueue import DELIVERY_KEY, Enqueuer, ScriptCall, job_id_for
 from bot.exceptions import QueueUnavailable
+from tests.support.ports import closed_port
 from worker.jobs import JOB_LOG_KEY
 from worker.requests import JobKind, RunRequest
 
@@ -165,11 +165,8 @@ def test_a_delivery_is_not_marked_seen_when_its_job_could_not_be_queued(
 
 
 def test_a_dead_redis_raises_queue_unavailable() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dead = redis.Redis(port=port, socket_connect_timeout=1)
-    with pytest.raises(QueueUnavailable):
+    with closed_port() as port, pytest.raises(QueueUnavailable):
+        dead = redis.Redis(port=port, socket_connect_timeout=1)
         Enqueuer(dead, "reqdrive", TIMEOUT_S).accept("d-1", [request()])
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +17,7 @@ from bot.app import create_app
 from bot.intake import MAX_BODY_BYTES
 from bot.settings import Settings, load_settings
 from tests.support import webhooks
+from tests.support.ports import closed_port
 from worker.jobs import JOB_LOG_KEY
 
 QUEUE = "reqdrive"
@@ -42,10 +42,8 @@ def client(redis_url: str) -> FlaskClient:
 @pytest.fixture
 def dead_redis_url() -> Iterator[str]:
     """A local port nothing listens on: Redis is down, not mocked."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    yield f"redis://127.0.0.1:{port}/0"
+    with closed_port() as port:
+        yield f"redis://127.0.0.1:{port}/0"
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import types
@@ -14,6 +13,7 @@ import yaml
 
 from bot import cli
 from bot.replay import signature
+from tests.support.ports import closed_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,9 +43,8 @@ def test_refuses_to_start_without_the_webhook_secret(command: str, tmp_path: Pat
 
 
 def test_worker_refuses_a_redis_that_does_not_answer(tmp_path: Path) -> None:
-    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
-        sock.bind(("127.0.0.1", 0))
-        closed = f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
+    with closed_port() as port:
+        closed = f"redis://127.0.0.1:{port}/0"
         result = subprocess.run(
             [sys.executable, "-m", "bot.cli", "worker"],
             cwd=tmp_path,

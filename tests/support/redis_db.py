@@ -7,6 +7,7 @@ suites), so each session claims a database number of its own and flushes only th
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,13 @@ LOCAL_REDIS_URL = "redis://127.0.0.1:6379"
 CLAIM_KEY = "reqdrive-tests:db-claim:{}"
 CLAIM_TTL_S = 3 * 3600
 FIRST_DB, LAST_DB = 1, 15
+# Compare and set: of two sessions finding the same abandoned claim, only one gets it.
+TAKE_OVER_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+end
+return false
+"""
 
 
 @contextmanager
@@ -52,11 +60,22 @@ def with_db(url: str, db: int) -> str:
 
 @contextmanager
 def claimed_database(base_url: str) -> Iterator[str]:
-    """Claim a free database number for this session; yield its URL; release it."""
+    """Claim a free database number for this session; yield its URL; release it.
+
+    A session killed before it released its claim (SIGKILL, a CI timeout) leaves the claim
+    for CLAIM_TTL_S; one whose holder is a dead process on this machine is taken over, so
+    killed runs cannot use up the fifteen databases.
+    """
     control = redis.Redis.from_url(with_db(base_url, 0))
-    token = f"{os.getpid()}"
+    token = f"{socket.gethostname()}:{os.getpid()}"
+    take_over = control.register_script(TAKE_OVER_SCRIPT)
     for db in range(FIRST_DB, LAST_DB + 1):
-        if control.set(CLAIM_KEY.format(db), token, nx=True, ex=CLAIM_TTL_S):
+        key = CLAIM_KEY.format(db)
+        if control.set(key, token, nx=True, ex=CLAIM_TTL_S):
+            break
+        holder = control.get(key)
+        abandoned = holder is not None and _abandoned(holder.decode())
+        if abandoned and take_over(keys=[key], args=[holder, token, CLAIM_TTL_S]):
             break
     else:
         raise RuntimeError("every test database on this Redis is claimed; wait or flush db 0")
@@ -65,3 +84,17 @@ def claimed_database(base_url: str) -> Iterator[str]:
     finally:
         if control.get(CLAIM_KEY.format(db)) == token.encode():
             control.delete(CLAIM_KEY.format(db))
+
+
+def _abandoned(holder: str) -> bool:
+    """Whether a claim's holder ("host:pid") is a process on this machine that has ended."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another machine's session, or an old-style claim: wait for its expiry
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False

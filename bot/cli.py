@@ -145,22 +145,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 def run_engine(argv: list[str]) -> int:
     """Hand `reqdrive run ...` to the engine's own command line in worker/cli.py."""
-    try:
-        engine = importlib.import_module("worker.cli")
-    except ModuleNotFoundError as exc:
-        if exc.name != "worker.cli":
-            raise
-        print(
-            "reqdrive run: the local engine (worker/cli.py) is not part of this install yet",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        result = engine.main(argv)
-    except ConfigurationError as exc:
-        print(f"reqdrive: {exc}", file=sys.stderr)
-        return 2
-    return int(result or 0)
+    # Imported only for `run`: the web and worker processes need none of the engine's CLI.
+    engine = importlib.import_module("worker.cli")
+    return int(engine.main(argv))
 
 
 if __name__ == "__main__":

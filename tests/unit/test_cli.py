@@ -68,15 +68,6 @@ def test_run_hands_every_argument_to_the_engine(monkeypatch: pytest.MonkeyPatch)
     assert seen == [["docs/requirements/REQ-001-x.md", "--help"]]
 
 
-def test_run_without_the_engine_says_so(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # None in sys.modules makes the import fail exactly as a missing worker/cli.py would.
-    monkeypatch.setitem(sys.modules, "worker.cli", None)
-    assert cli.main(["run", "REQ-001.md"]) == 2
-    assert "worker/cli.py" in capsys.readouterr().err
-
-
 def test_web_server_runs_in_this_interpreter_on_the_given_address() -> None:
     argv = cli.web_server_argv("192.0.2.7", 8123)
     assert argv[:3] == [sys.executable, "-m", cli.WEB_SERVER[0]]

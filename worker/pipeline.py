@@ -474,6 +474,16 @@ class Pipeline:
             return AttemptRecord(
                 outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
             )
+        leaked = self._files_with_secrets(pre)
+        if leaked:
+            self._restore_tree(pre)
+            why = f"the change holds a secret value (in {', '.join(leaked)}); nothing was committed"
+            return AttemptRecord(
+                outcome=AttemptOutcome.CREDENTIAL_IN_CHANGE,
+                reason=why,
+                forbidden_writes=forbidden,
+                **base,
+            )
         return self._check(record, pre, forbidden, base)
 
     def _check(
@@ -526,6 +536,20 @@ class Pipeline:
                 "forbidden paths reverted", extra={"run_id": self.spec.run_id, "paths": touched}
             )
         return touched
+
+    def _files_with_secrets(self, pre: str) -> list[str]:
+        """Staged files whose added lines hold the exact value of a known secret."""
+        diff = _git_out(
+            ["diff", "--cached", "--no-color", "--no-ext-diff", pre], self.worktree.path
+        )
+        leaked: list[str] = []
+        path = ""
+        for line in diff.splitlines():
+            if line.startswith("+++ "):
+                path = line[4:].removeprefix("b/")
+            elif line.startswith("+") and path not in leaked and self.redactor.secrets_in(line):
+                leaked.append(path)
+        return leaked
 
     def _keep_patch(self, pre: str, commit: str, iteration: int) -> None:
         diff = _git_out(["diff", "--no-color", pre, commit], self.worktree.path)

@@ -72,6 +72,11 @@ class Redactor:
             # Readers keep using the old compiled pattern until this assignment lands.
             self._pattern = self._compile()
 
+    def secrets_in(self, text: str) -> bool:
+        """Whether text holds the exact value of a configured secret (shapes alone do not
+        count: a repository's tests may hold token-shaped fixtures)."""
+        return any(secret in text for secret in self._secrets)
+
     def redact(self, text: str) -> str:
         """Return text with every known secret shape and configured value replaced."""
         return self._pattern.sub(_replace, text)

@@ -60,6 +60,9 @@ class AttemptOutcome(StrEnum):
     GATES_FAILED = "gates failed"
     NO_CHANGES = "no changes"
     AGENT_TIMED_OUT = "agent timed out"
+    # The change holds the exact value of a secret (an API key, the worker's token): it
+    # would be pushed, and redacting the run folder would not take it back.
+    CREDENTIAL_IN_CHANGE = "credential in change"
     CANCELLED = "cancelled"  # stopped by the user; does not count as an attempt
 
 

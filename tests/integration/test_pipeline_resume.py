@@ -31,6 +31,7 @@ from worker.state import (
     Checkpoint,
     FileCheckpointStore,
     RedisCheckpointStore,
+    RunResult,
     StopReason,
     StoryState,
 )
@@ -212,6 +213,25 @@ def test_a_changed_requirement_needs_a_new_run_which_builds_on_the_same_branch(
     assert git(project.remote, "rev-parse", BRANCH) == second.head_sha
 
 
+def run_cancelled_once(project: Project, scenario: Path, *, when: Path) -> RunResult:
+    """Run, cancelling from another thread (as Ctrl-C would) once `when` exists."""
+    cancel = threading.Event()
+
+    def cancel_once_there() -> None:
+        while not when.exists():
+            time.sleep(0.05)
+        cancel.set()
+
+    threading.Thread(target=cancel_once_there, daemon=True).start()
+    pipeline = Pipeline(
+        project.spec(scenario),
+        reporter=ConsoleReporter(io.StringIO()),
+        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
+        cancel=cancel,
+    )
+    return pipeline.run()
+
+
 def test_cancelling_mid_agent_stops_it_and_the_attempt_is_not_counted(
     make_project: MakeProject,
 ) -> None:
@@ -226,26 +246,7 @@ def test_cancelling_mid_agent_stops_it_and_the_attempt_is_not_counted(
             },
         }
     )
-    cancel = threading.Event()
-
-    class CancelOnceTheAgentHangs(ConsoleReporter):
-        def story_started(self, story, attempt, iteration):  # type: ignore[no-untyped-def]
-            if story.id == "US-002":
-                # Cancel from another thread once the agent is running, as Ctrl-C would.
-                def cancel_when_hanging() -> None:
-                    while not pids.exists():
-                        time.sleep(0.05)
-                    cancel.set()
-
-                threading.Thread(target=cancel_when_hanging, daemon=True).start()
-
-    pipeline = Pipeline(
-        project.spec(scenario),
-        reporter=CancelOnceTheAgentHangs(io.StringIO()),
-        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
-        cancel=cancel,
-    )
-    result = pipeline.run()
+    result = run_cancelled_once(project, scenario, when=pids)  # US-002's agent hangs
     assert result.stop_reason is StopReason.CANCELLED
     second = result.stories[1]
     assert (second.state, second.attempts) == (StoryState.PENDING, [])
@@ -262,20 +263,7 @@ def test_a_baseline_cancelled_part_way_is_measured_again_when_the_run_resumes(
     tests = f"if [ ! -e {hung} ]; then touch {hung}; sleep 300; fi; {PYTEST}"
     project = make_project({"testCommand": tests})
     scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
-    cancel = threading.Event()
-
-    def cancel_when_hanging() -> None:
-        while not hung.exists():
-            time.sleep(0.05)
-        cancel.set()
-
-    threading.Thread(target=cancel_when_hanging, daemon=True).start()
-    first = Pipeline(
-        project.spec(scenario),
-        reporter=ConsoleReporter(io.StringIO()),
-        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
-        cancel=cancel,
-    ).run()
+    first = run_cancelled_once(project, scenario, when=hung)
     assert first.stop_reason is StopReason.CANCELLED
 
     second = project.run(scenario)

@@ -355,10 +355,11 @@ class Pipeline:
         finally:
             if not on_base:
                 run_git(["checkout", "--quiet", "--force", cp.branch], cwd=path)
-        self.folder.append_progress(
-            "baseline on the base commit: "
-            + ", ".join(f"{g.name} {'passes' if g.passed else 'FAILS'}" for g in results)
-        )
+        if not self.cancel.is_set():  # stopped gates say nothing about the base commit
+            self.folder.append_progress(
+                "baseline on the base commit: "
+                + ", ".join(f"{g.name} {'passes' if g.passed else 'FAILS'}" for g in results)
+            )
         return results
 
     def _run_gates(self, label: str, *, fail_fast: bool) -> list[GateRecord]:

@@ -269,4 +269,6 @@ def test_a_baseline_cancelled_part_way_is_measured_again_when_the_run_resumes(
     second = project.run(scenario)
     # A gate stopped by the cancel is not "the tests fail on the base commit".
     assert [(g.name, g.passed) for g in second.baseline_gates] == [("tests", True)]
+    progress = (project.run_dir() / "progress.txt").read_text()  # the story prompt's progress
+    assert "baseline on the base commit: tests passes" in progress and "FAILS" not in progress
     assert second.stories[0].state is StoryState.PASSED and second.ready

@@ -135,8 +135,12 @@ def make_runner(
     )
 
 
-class _ProcessRunner:
-    """Shared body of the runners that start one CLI and judge it by its exit code."""
+class ProcessRunner:
+    """Shared body of the runners: start one CLI through run_process and judge what it left.
+
+    Subclasses say how (`argv`, `environment`), check their settings (`check`) and read the
+    result (`outcome`); starting, timing out and stopping the process happens only here.
+    """
 
     name = "process"
 
@@ -152,6 +156,10 @@ class _ProcessRunner:
         self.redactor = redactor
         self.source_env = source_env
         self.grace_s = grace_s
+        self.check()
+
+    def check(self) -> None:
+        """Refuse settings this runner cannot work with (AgentError); nothing by default."""
 
     def argv(self, call: AgentCall) -> list[str]:
         raise NotImplementedError
@@ -160,12 +168,16 @@ class _ProcessRunner:
         return agent_environment(call.home_dir, self.source_env, redactor=self.redactor)
 
     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
+        env = self.environment(call)
         argv = self.argv(call)
+        call.log_path.parent.mkdir(parents=True, exist_ok=True)
+        # The log may hold earlier calls' output; only what this call appends is its own.
+        log_start = call.log_path.stat().st_size if call.log_path.exists() else 0
         try:
             process = run_process(
                 argv,
                 cwd=call.cwd,
-                env=self.environment(call),
+                env=env,
                 timeout_s=call.timeout_s,
                 log_path=call.log_path,
                 redactor=self.redactor,
@@ -177,9 +189,9 @@ class _ProcessRunner:
             raise AgentError(
                 f"{self.name} agent could not be started ({argv[0]}): {error}"
             ) from error
-        return self.outcome(call, process)
+        return self.outcome(call, process, log_start)
 
-    def outcome(self, call: AgentCall, process: ProcessOutcome) -> AgentOutcome:
+    def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:
         return AgentOutcome(
             exit_code=process.exit_code,
             timed_out=process.timed_out,
@@ -201,24 +213,17 @@ def stop_reason(process: ProcessOutcome, timeout_s: float) -> str | None:
     return None
 
 
-class CommandRunner(_ProcessRunner):
+class CommandRunner(ProcessRunner):
     """Any executable, from a template; the prompt arrives on stdin and as {prompt_file}."""
 
     name = "command"
 
-    def __init__(
-        self,
-        settings: AgentSettings,
-        *,
-        redactor: Redactor,
-        source_env: Mapping[str, str] = os.environ,
-        grace_s: float = 5.0,
-    ) -> None:
-        super().__init__(settings, redactor=redactor, source_env=source_env, grace_s=grace_s)
-        if not settings.command or not settings.command.strip():
+    def check(self) -> None:
+        command = self.settings.command
+        if not command or not command.strip():
             raise AgentError("the command agent needs a command template (REQDRIVE_AGENT_COMMAND)")
         try:
-            self.template = shlex.split(settings.command)
+            self.template = shlex.split(command)
         except ValueError as error:
             raise AgentError(f"agent command template cannot be parsed: {error}") from error
 
@@ -241,7 +246,7 @@ def fill_template(template: Sequence[str], call: AgentCall) -> list[str]:
     return argv
 
 
-class CodexRunner(_ProcessRunner):
+class CodexRunner(ProcessRunner):
     """OpenAI's `codex exec`, non-interactive, allowed to write in the worktree."""
 
     name = "codex"
@@ -264,13 +269,13 @@ class CodexRunner(_ProcessRunner):
     def last_message_path(self, call: AgentCall) -> Path:
         return call.log_path.with_suffix(".codex-last-message.md")
 
-    def outcome(self, call: AgentCall, process: ProcessOutcome) -> AgentOutcome:
-        outcome = super().outcome(call, process)
+    def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:
+        outcome = super().outcome(call, process, log_start)
         final = redact_file(self.last_message_path(call), self.redactor)
         return outcome if final is None else replace(outcome, result_text=final)
 
 
-class AiderRunner(_ProcessRunner):
+class AiderRunner(ProcessRunner):
     """aider with one message from the prompt file, answering yes, never committing itself."""
 
     name = "aider"
@@ -297,8 +302,8 @@ class AiderRunner(_ProcessRunner):
             "--input-history-file": call.home_dir / "aider.input.history",
         }
 
-    def outcome(self, call: AgentCall, process: ProcessOutcome) -> AgentOutcome:
+    def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:
         # The histories hold the whole conversation; the run's HOME may sit in the run folder.
         for path in self.history_files(call).values():
             redact_file(path, self.redactor)
-        return super().outcome(call, process)
+        return super().outcome(call, process, log_start)

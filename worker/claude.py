@@ -15,11 +15,12 @@ from worker.agents import (
     AgentCall,
     AgentOutcome,
     AgentSettings,
+    ProcessRunner,
     agent_environment,
     stop_reason,
 )
 from worker.exceptions import AgentError
-from worker.processes import ProcessOutcome, run_process
+from worker.processes import ProcessOutcome
 from worker.redact import Redactor
 
 # Bash rules for implementing a story and running its tests. A rule covers a command with any
@@ -60,7 +61,7 @@ class ClaudeResult:
     denials: tuple[str, ...]
 
 
-class ClaudeRunner:
+class ClaudeRunner(ProcessRunner):
     """Runs `claude -p` on a prompt file in a worktree and reports what it cost."""
 
     name = "claude"
@@ -75,12 +76,9 @@ class ClaudeRunner:
         allowed_tools: Sequence[str] = DEFAULT_ALLOWED_TOOLS,
         grace_s: float = 5.0,
     ) -> None:
-        self.settings = settings
-        self.redactor = redactor
-        self.source_env = source_env
         self.executable = executable
         self.allowed_tools = tuple(allowed_tools)
-        self.grace_s = grace_s
+        super().__init__(settings, redactor=redactor, source_env=source_env, grace_s=grace_s)
 
     def argv(self, call: AgentCall) -> list[str]:
         """The command line; the prompt goes on stdin so no argument parsing can eat it."""
@@ -114,30 +112,16 @@ class ClaudeRunner:
         return env
 
     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
-        env = self.environment(call)
-        if shutil.which(self.executable, path=env.get("PATH", "")) is None:
+        path = self.source_env.get("PATH", os.defpath)
+        if shutil.which(self.executable, path=path) is None:
             raise AgentError(
                 f"the Claude Code CLI ({self.executable}) is not on PATH; install it with "
                 "`npm install -g @anthropic-ai/claude-code`"
             )
-        call.log_path.parent.mkdir(parents=True, exist_ok=True)
-        # The log may hold earlier calls' output; only what this call appends is its own.
-        start = call.log_path.stat().st_size if call.log_path.exists() else 0
-        try:
-            process = run_process(
-                self.argv(call),
-                cwd=call.cwd,
-                env=env,
-                timeout_s=call.timeout_s,
-                log_path=call.log_path,
-                redactor=self.redactor,
-                stdin_path=call.prompt_file,
-                grace_s=self.grace_s,
-                cancel=cancel,
-            )
-        except OSError as error:
-            raise AgentError(f"claude agent could not be started: {error}") from error
-        return outcome_of(process, read_result(call.log_path, start), call.timeout_s)
+        return super().run(call, cancel=cancel)
+
+    def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:
+        return outcome_of(process, read_result(call.log_path, log_start), call.timeout_s)
 
 
 def read_result(log_path: Path, start: int) -> ClaudeResult | None:

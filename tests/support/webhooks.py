@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
-import hmac
 import json
 import uuid
 from collections.abc import Callable
@@ -16,9 +14,10 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from tests.conftest import SHARED
+from bot.replay import signature
+from tests.conftest import SHARED, WEBHOOK_EXAMPLES
 
-EXAMPLES = SHARED / "github" / "webhook-examples"
+EXAMPLES = WEBHOOK_EXAMPLES
 SCHEMAS = SHARED / "github" / "webhook-schemas" / "api.github.com"
 SECRET = "test-webhook-secret"
 
@@ -59,7 +58,7 @@ def _registry() -> Registry:
 
 def sign(body: bytes, secret: str = SECRET) -> str:
     """The X-Hub-Signature-256 GitHub sends for these exact bytes."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return signature(secret, body)  # checked against GitHub's own test vector in test_cli
 
 
 def headers(

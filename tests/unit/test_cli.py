@@ -24,18 +24,22 @@ def _env_without_secret() -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("command", ["serve", "worker", "up"])
-def test_refuses_to_start_without_the_webhook_secret(command: str, tmp_path: Path) -> None:
+def _cli(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # A real process: what a user sees is stderr and the exit code, not an exception.
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "bot.cli", command],
-        cwd=tmp_path,
-        env=_env_without_secret(),
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+@pytest.mark.parametrize("command", ["serve", "worker", "up"])
+def test_refuses_to_start_without_the_webhook_secret(command: str, tmp_path: Path) -> None:
+    result = _cli(command, tmp_path, _env_without_secret())
     assert result.returncode != 0
     assert "GITHUB_WEBHOOK_SECRET" in result.stderr
     assert "Traceback" not in result.stderr
@@ -45,15 +49,8 @@ def test_refuses_to_start_without_the_webhook_secret(command: str, tmp_path: Pat
 def test_worker_refuses_a_redis_that_does_not_answer(tmp_path: Path) -> None:
     with closed_port() as port:
         closed = f"redis://127.0.0.1:{port}/0"
-        result = subprocess.run(
-            [sys.executable, "-m", "bot.cli", "worker"],
-            cwd=tmp_path,
-            env={**_env_without_secret(), "GITHUB_WEBHOOK_SECRET": "s", "REDIS_URL": closed},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        env = {**_env_without_secret(), "GITHUB_WEBHOOK_SECRET": "s", "REDIS_URL": closed}
+        result = _cli("worker", tmp_path, env)
     assert result.returncode != 0
     assert "REDIS_URL does not answer" in result.stderr
     assert "Traceback" not in result.stderr

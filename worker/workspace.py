@@ -345,6 +345,7 @@ class RepositoryCache:
         sha = head_sha(worktree.path)
         ref = f"refs/heads/{worktree.branch}"
         with mirror_lock(mirror):
+            _write_config(mirror, remote_url)
             args = ["push", "--no-verify"]
             if force_with_lease:
                 known = self._lease(worktree.path) or ""
@@ -380,6 +381,8 @@ class RepositoryCache:
             self._create_mirror(mirror, remote_url)
         elif problem:
             self._recreate_mirror(mirror, remote_url, problem)
+        else:
+            _write_config(mirror, remote_url)
 
     def _mirror_problem(self, mirror: Path, remote_url: str) -> str:
         """Empty when the mirror is usable; otherwise why not ("missing" when absent)."""
@@ -407,13 +410,7 @@ class RepositoryCache:
         # to update a branch some worktree has checked out.
         mirror.parent.mkdir(parents=True, exist_ok=True)
         self._git(["init", "--bare", "--quiet", str(mirror)], mirror.parent)
-        for key, value in (
-            ("remote.origin.url", remote_url),
-            ("remote.origin.fetch", BRANCH_REFSPEC),
-            ("user.name", COMMITTER_NAME),
-            ("user.email", COMMITTER_EMAIL),
-        ):
-            self._git(["config", key, value], mirror)
+        _write_config(mirror, remote_url)
 
     def _recreate_mirror(self, mirror: Path, remote_url: str, reason: str) -> None:
         log.warning("mirror corrupt, re-creating", extra={"mirror": str(mirror), "reason": reason})
@@ -598,7 +595,7 @@ class RepositoryCache:
 
 
 def _check_remote_url(remote_url: str) -> None:
-    if not remote_url or remote_url.startswith("-"):
+    if not remote_url or remote_url.startswith("-") or not remote_url.isprintable():
         raise WorkspaceError(f"{remote_url!r} is not a repository URL")
     parts = urlsplit(remote_url)
     if parts.scheme and (parts.username or parts.password):
@@ -608,3 +605,21 @@ def _check_remote_url(remote_url: str) -> None:
 def _check_run_id(run_id: str) -> None:
     if not RUN_ID_RE.match(run_id) or ".." in run_id:
         raise WorkspaceError(f"{run_id!r} is not a valid run id")
+
+
+def _write_config(mirror: Path, remote_url: str) -> None:
+    """Give the mirror back the config reqdrive wrote, dropping whatever was added since.
+
+    Every worktree can write this file, and keys nobody can cancel from the command line would
+    take the next fetch's or push's token elsewhere (url.*.insteadOf, http.proxy with
+    http.sslVerify off) or run a program at checkout (filter drivers, core.sshCommand).
+    """
+    quoted = remote_url.replace("\\", "\\\\").replace('"', '\\"')
+    text = (
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+        f'[remote "origin"]\n\turl = "{quoted}"\n\tfetch = {BRANCH_REFSPEC}\n'
+        f"[user]\n\tname = {COMMITTER_NAME}\n\temail = {COMMITTER_EMAIL}\n"
+    )
+    staged = mirror / f"config.{uuid.uuid4().hex[:8]}"
+    staged.write_text(text, encoding="utf-8")
+    staged.replace(mirror / "config")  # atomic: a concurrent git reads the old or the new one

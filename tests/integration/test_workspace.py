@@ -600,6 +600,36 @@ def test_git_error_never_contains_the_token(
         assert all(secret not in part for part in error.command)
 
 
+def test_a_url_rewrite_planted_in_the_mirror_does_not_take_the_token_elsewhere(
+    cache: RepositoryCache, remote: Remote, http_remote: tuple[str, GitHttpServer]
+) -> None:
+    url, server = http_remote
+    credentials = GitCredentials(TOKEN)
+    elsewhere = GitHttpServer(remote.bare.parent, TOKEN)
+    thread = threading.Thread(target=elsewhere.serve_forever, daemon=True)
+    thread.start()
+    mirror = cache.mirror_path(url)
+    plant = ["config", f"url.{elsewhere.base_url}/.insteadOf", f"{server.base_url}/"]
+    try:
+        worktree = cache.prepare(
+            url, branch=BRANCH, base_ref=None, run_id="run-1", credentials=credentials
+        )
+        commit(worktree.path, "story-1.txt", "one\n")
+        git(mirror, *plant)
+        cache.push(worktree, credentials=credentials)
+        git(mirror, *plant)
+        cache.prepare(
+            url, branch="reqdrive/other", base_ref=None, run_id="run-2", credentials=credentials
+        )
+    finally:
+        elsewhere.shutdown()
+        elsewhere.server_close()
+        thread.join()
+
+    assert server.authorized
+    assert elsewhere.authorized == []
+
+
 def test_token_in_arguments_is_redacted_from_the_error(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q")
 

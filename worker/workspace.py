@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from worker.exceptions import GitError, WorkspaceError
+from worker.redact import REDACTED, Redactor
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,6 @@ DEFAULT_TIMEOUT_S = 600.0
 # Finished runs' checkouts kept per mirror for the next run: checking out a new commit in an
 # existing worktree rewrites only the files that differ, where a new worktree writes them all.
 DEFAULT_SPARES_PER_MIRROR = 2
-REDACTED = "[REDACTED]"
 
 # Git is given only what it needs from the worker's environment: the worker holds the App's
 # private key and the Redis URL, and any command git runs on a repository's behalf would see them.
@@ -106,19 +106,18 @@ def run_git(
     `env` adds variables to the allowlisted environment. On a non-zero exit (with `check`) or
     a timeout, raises GitError carrying the command and stderr, with credentials redacted.
     """
-    secrets = credentials.secrets() if credentials else ()
     try:
         proc = _start_git(args, cwd, _git_env(credentials, env))
     except OSError as error:  # no git on PATH, or cwd is gone
-        raise GitError(_scrub_all(args, secrets), 127, f"could not start git: {error}") from error
+        raise _git_error(args, 127, f"could not start git: {error}", credentials) from error
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         out, err = _kill(proc)
         stderr = f"timed out after {timeout_s:g}s\n{_decode(err)}"
-        raise GitError(_scrub_all(args, secrets), None, _scrub(stderr, secrets)) from None
+        raise _git_error(args, None, stderr, credentials) from None
     if check and proc.returncode != 0:
-        raise GitError(_scrub_all(args, secrets), proc.returncode, _scrub(_decode(err), secrets))
+        raise _git_error(args, proc.returncode, _decode(err), credentials)
     return out.decode("utf-8", errors="surrogateescape").rstrip("\n")
 
 
@@ -145,14 +144,12 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
-    return text
-
-
-def _scrub_all(args: Sequence[str], secrets: Sequence[str]) -> list[str]:
-    return [_scrub(arg, secrets) for arg in args]
+def _git_error(
+    args: Sequence[str], code: int | None, stderr: str, credentials: GitCredentials | None
+) -> GitError:
+    """The error for a failed command, with the token and token-shaped text hidden."""
+    redactor = Redactor(credentials.secrets() if credentials else ())
+    return GitError([redactor.redact(arg) for arg in args], code, redactor.redact(stderr))
 
 
 def _git_env(credentials: GitCredentials | None, extra: Mapping[str, str] | None) -> dict[str, str]:

@@ -22,7 +22,7 @@ REDIS_SOCKET_TIMEOUT_S = 2.0
 
 
 def create_app(settings: Settings | None = None) -> Flask:
-    """The Flask app; with no settings they are read from the environment (gunicorn factory)."""
+    """The Flask app; with no settings they are read from the environment (the server's factory)."""
     settings = settings if settings is not None else load_settings()
     connection = redis_connection(settings.redis_url or DEFAULT_REDIS_URL)
     timeout_s = math.ceil(settings.reqdrive_job_timeout_hours * 3600)
@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 def redis_connection(url: str) -> redis.Redis:
     """One client (and pool) per process; redis-py makes a fresh pool after a fork."""
     # One immediate retry covers a pooled connection Redis closed; more would only delay a 503.
-    # Retrying the accept script is safe: if it had run, the delivery key answers "duplicate".
+    # (The accept script does not go through this client: ScriptCall retries it itself.)
     return redis.Redis.from_url(
         url,
         socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,

@@ -173,7 +173,7 @@ def _stop_all(
     signalled_at = time.monotonic()
     for child in children:
         if child.alive():
-            child.process.send_signal(signal.SIGTERM)  # gunicorn: graceful; RQ: warm shutdown
+            child.process.send_signal(signal.SIGTERM)  # granian: graceful; RQ: warm shutdown
     for child in children:
         _wait_or_escalate(child, grace_s if child.name == "worker" else STOP_S, now, signalled_at)
     if embedded is not None:
@@ -189,7 +189,7 @@ def _wait_or_escalate(
         child.process.send_signal(signal.SIGTERM)
         with suppress(subprocess.TimeoutExpired):
             child.process.wait(timeout=STOP_S)
-    # What the leader left in its group (gunicorn's workers, RQ's scheduler); a job's work
+    # What the leader left in its group (the web server's workers, RQ's scheduler); a job's work
     # horse has a group of its own and is left to _sweep_leftovers.
     with suppress(ProcessLookupError):
         os.killpg(child.process.pid, signal.SIGKILL)

@@ -13,9 +13,10 @@ import signal
 import subprocess
 import unicodedata
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -273,22 +274,19 @@ class RepositoryCache:
         mirror = self.mirror_path(remote_url)
         path = self.worktrees_dir / run_id
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
+        attempt = partial(
+            self._fetch_and_checkout, mirror, path, remote_url, branch, base_ref, credentials
+        )
         with mirror_lock(mirror):
             self._ensure_mirror(mirror, remote_url)
             try:
-                worktree = self._fetch_and_checkout(
-                    mirror, path, remote_url, branch, base_ref, credentials
-                )
+                worktree = attempt()
             except GitError as error:
                 # A fetch can succeed on a store with missing objects (it trusts its refs), so
                 # corruption often shows only at checkout; either way, start the mirror over.
                 if not CORRUPTION_RE.search(error.stderr):
                     raise
-                reason = error.stderr.strip()[-300:]
-                self._recreate_mirror(mirror, remote_url, reason)
-                worktree = self._retry_after_recreate(
-                    mirror, path, remote_url, branch, base_ref, credentials, reason
-                )
+                worktree = self._retry_after_recreate(mirror, remote_url, error, attempt)
         log.info(
             "worktree ready",
             extra={"run_id": run_id, "branch": branch, "resumed": worktree.resumed},
@@ -296,17 +294,12 @@ class RepositoryCache:
         return worktree
 
     def _retry_after_recreate(
-        self,
-        mirror: Path,
-        path: Path,
-        remote_url: str,
-        branch: str,
-        base_ref: str | None,
-        credentials: GitCredentials | None,
-        reason: str,
+        self, mirror: Path, remote_url: str, corruption: GitError, attempt: Callable[[], Worktree]
     ) -> Worktree:
+        reason = corruption.stderr.strip()[-300:]
+        self._recreate_mirror(mirror, remote_url, reason)
         try:
-            return self._fetch_and_checkout(mirror, path, remote_url, branch, base_ref, credentials)
+            return attempt()
         except GitError as error:
             raise WorkspaceError(
                 f"the repository cache for {remote_url} was corrupt ({reason}); it was "

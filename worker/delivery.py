@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.gates import GateResult
 from worker.judging import baseline_changes, readiness
 from worker.reporting import render_pr_body
 from worker.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
-from worker.state import Checkpoint, GateRecord, RunResult, StopReason, StoryState
+from worker.state import Checkpoint, RunResult, StopReason, StoryState
 
 
 def run_result(
     cp: Checkpoint,
-    final: list[GateRecord],
+    final: list[GateResult],
     *,
     project: str,
     expected_gates: Sequence[str],

@@ -8,7 +8,6 @@ import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +34,11 @@ class GateSpec(BaseModel):
     junit: bool = False
 
 
-@dataclass(frozen=True)
-class GateResult:
-    """What one gate did; `failed_tests` is None when there are no per-test results."""
+class GateResult(BaseModel):
+    """What one gate did, as the run keeps it (plain JSON, so it survives a checkpoint);
+    `failed_tests` (sorted) is None when there are no per-test results."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     command: str
@@ -45,10 +46,11 @@ class GateResult:
     exit_code: int | None
     timed_out: bool
     duration_s: float
-    output_tail: str  # redacted
-    failed_tests: frozenset[str] | None
+    output_tail: str = ""  # redacted
+    failed_tests: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The gate as <label>.gates.json shows it."""
         return {
             "name": self.name,
             "command": self.command,
@@ -57,7 +59,7 @@ class GateResult:
             "timedOut": self.timed_out,
             "durationS": round(self.duration_s, 3),
             "outputTail": self.output_tail,
-            "failedTests": None if self.failed_tests is None else sorted(self.failed_tests),
+            "failedTests": self.failed_tests,
         }
 
 
@@ -164,7 +166,7 @@ def run_gate(
         timed_out=process.timed_out,
         duration_s=process.duration_s,
         output_tail=output,
-        failed_tests=failed,
+        failed_tests=None if failed is None else sorted(failed),
     )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from worker.state import AttemptOutcome, GateRecord, StopReason, StoryRecord, StoryState
+from worker.gates import GateResult
+from worker.state import AttemptOutcome, StopReason, StoryRecord, StoryState
 
 KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED)  # attempts whose commit stays
 
@@ -19,7 +20,7 @@ class Verdict(StrEnum):
 
 
 def judge(
-    reference: Sequence[GateRecord], results: Sequence[GateRecord], expected: Sequence[str]
+    reference: Sequence[GateResult], results: Sequence[GateResult], expected: Sequence[str]
 ) -> tuple[Verdict, str]:
     """Did this attempt pass, judged against the gates of the state it started from?
 
@@ -59,8 +60,8 @@ def judge(
 
 
 def reference_gates(
-    stories: Sequence[StoryRecord], baseline: Sequence[GateRecord]
-) -> list[GateRecord]:
+    stories: Sequence[StoryRecord], baseline: Sequence[GateResult]
+) -> list[GateResult]:
     """What the last kept state's gates said: the baseline, or the latest story kept.
 
     Judging against it (not only the base commit) also catches a story that breaks a
@@ -71,7 +72,7 @@ def reference_gates(
     return max(kept, key=lambda a: a.iteration).gates
 
 
-def fail_fast_on(baseline: Sequence[GateRecord]) -> bool:
+def fail_fast_on(baseline: Sequence[GateResult]) -> bool:
     """Stop at the first failing gate? Not on a failing baseline, where every gate's result
     is needed to compare failures one by one."""
     return all(g.passed for g in baseline)
@@ -87,7 +88,7 @@ def story_state(outcome: AttemptOutcome, number: int, max_retries: int) -> Story
 
 
 def baseline_changes(
-    baseline: Sequence[GateRecord], final: Sequence[GateRecord]
+    baseline: Sequence[GateResult], final: Sequence[GateResult]
 ) -> tuple[list[str], list[str]]:
     """Which of the base commit's failing tests the branch fixed, and which still fail."""
     after = {g.name: g for g in final}
@@ -102,7 +103,7 @@ def baseline_changes(
     return sorted(fixed), sorted(remaining)
 
 
-def _failing_now(gate: GateRecord | None, before: set[str]) -> set[str]:
+def _failing_now(gate: GateResult | None, before: set[str]) -> set[str]:
     if gate is not None and gate.passed:
         return set()
     if gate is None or gate.failed_tests is None:
@@ -112,7 +113,7 @@ def _failing_now(gate: GateRecord | None, before: set[str]) -> set[str]:
 
 def readiness(
     stories: Sequence[StoryRecord],
-    final: Sequence[GateRecord],
+    final: Sequence[GateResult],
     *,
     expected_gates: Sequence[str],
     stop: StopReason,

@@ -21,7 +21,7 @@ from worker.agents import (
     make_runner,
 )
 from worker.delivery import run_result, write_delivery
-from worker.gates import GateSpec, gate_specs, run_gates
+from worker.gates import GateResult, GateSpec, gate_specs, run_gates
 from worker.judging import (
     KEPT,
     Verdict,
@@ -48,7 +48,6 @@ from worker.state import (
     AttemptRecord,
     Checkpoint,
     CheckpointStore,
-    GateRecord,
     RunResult,
     RunStatus,
     RunStep,
@@ -341,7 +340,7 @@ class Pipeline:
 
     # baseline and gates -------------------------------------------------------------------
 
-    def _baseline(self) -> list[GateRecord]:
+    def _baseline(self) -> list[GateResult]:
         """The gates on the base commit: what "no worse than before" means for every story."""
         cp = self.cp
         if not self.gates:
@@ -362,7 +361,7 @@ class Pipeline:
             )
         return results
 
-    def _run_gates(self, label: str, *, fail_fast: bool) -> list[GateRecord]:
+    def _run_gates(self, label: str, *, fail_fast: bool) -> list[GateResult]:
         if not self.gates:
             return []
         results = run_gates(
@@ -379,7 +378,7 @@ class Pipeline:
         # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.
         run_git(["reset", "--hard", "--quiet"], cwd=self.worktree.path)
         run_git(["clean", "-ffd", "--quiet"], cwd=self.worktree.path)
-        return [GateRecord.of(r) for r in results]
+        return results
 
     # implement ----------------------------------------------------------------------------
 
@@ -581,12 +580,12 @@ class Pipeline:
 
     # verify and deliver -------------------------------------------------------------------
 
-    def _verify(self) -> list[GateRecord]:
+    def _verify(self) -> list[GateResult]:
         cp = self.cp
         self._restore_tree(cp.head_sha)
         return self._run_gates("verification", fail_fast=False) if self.gates else []
 
-    def _deliver(self, final: list[GateRecord], stop: StopReason) -> RunResult:
+    def _deliver(self, final: list[GateResult], stop: StopReason) -> RunResult:
         cp = self.cp
         result = run_result(
             cp,

@@ -6,7 +6,8 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol, TextIO
 
-from worker.state import AttemptRecord, GateRecord, RunResult, StoryRecord, StoryState
+from worker.gates import GateResult
+from worker.state import AttemptRecord, RunResult, StoryRecord, StoryState
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
 STATE_ICONS = {
@@ -146,7 +147,7 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
     return "\n".join(rows)
 
 
-def _gates_table(baseline: Sequence[GateRecord], final: Sequence[GateRecord]) -> str:
+def _gates_table(baseline: Sequence[GateResult], final: Sequence[GateResult]) -> str:
     if not final and not baseline:
         return (
             "### Checks\n\nNo gates are configured (`testCommand`, `lintCommand`, `gates`): "
@@ -167,7 +168,7 @@ def _gates_table(baseline: Sequence[GateRecord], final: Sequence[GateRecord]) ->
     return "\n".join(rows)
 
 
-def _gate_state(gate: GateRecord | None) -> str:
+def _gate_state(gate: GateResult | None) -> str:
     if gate is None:
         return "not run"
     if gate.timed_out:

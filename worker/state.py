@@ -9,12 +9,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from worker.gates import GateResult
 
 if TYPE_CHECKING:
     import redis
-
-    from worker.gates import GateResult
 
 CHECKPOINT_KEY = "reqdrive:checkpoint:{run_id}"
 CHECKPOINT_TTL_S = 30 * 24 * 3600  # a paused run can be resumed for a month
@@ -76,35 +76,6 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
-class GateRecord(BaseModel):
-    """A gate result as the run keeps it (plain JSON, so it survives a checkpoint)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    command: str
-    passed: bool
-    exit_code: int | None
-    timed_out: bool
-    duration_s: float
-    output_tail: str = ""
-    failed_tests: list[str] | None = None
-
-    @classmethod
-    def of(cls, result: GateResult) -> GateRecord:
-        failed = None if result.failed_tests is None else sorted(result.failed_tests)
-        return cls(
-            name=result.name,
-            command=result.command,
-            passed=result.passed,
-            exit_code=result.exit_code,
-            timed_out=result.timed_out,
-            duration_s=result.duration_s,
-            output_tail=result.output_tail,
-            failed_tests=failed,
-        )
-
-
 class AttemptRecord(BaseModel):
     """One agent call on one story and what the worker made of it."""
 
@@ -114,7 +85,7 @@ class AttemptRecord(BaseModel):
     reason: str = ""
     commit: str | None = None
     forbidden_writes: list[str] = Field(default_factory=list)
-    gates: list[GateRecord] = Field(default_factory=list)
+    gates: list[GateResult] = Field(default_factory=list)
     agent_exit_code: int | None = None
     cost_usd: float | None = None
     duration_s: float = 0.0
@@ -164,7 +135,7 @@ class Checkpoint(BaseModel):
     plan_attempts: int = 0
     prd: dict[str, object] | None = None
     stories: list[StoryRecord] = Field(default_factory=list)
-    baseline: list[GateRecord] | None = None
+    baseline: list[GateResult] | None = None
     cost_usd: float = 0.0
     stop_reason: StopReason | None = None
     error: str | None = None
@@ -249,8 +220,8 @@ class RunResult(BaseModel):
     base_sha: str
     head_sha: str
     stories: list[StoryRecord]
-    final_gates: list[GateRecord]
-    baseline_gates: list[GateRecord]
+    final_gates: list[GateResult]
+    baseline_gates: list[GateResult]
     fixed_tests: list[str] = Field(default_factory=list)
     remaining_tests: list[str] = Field(default_factory=list)
     ready: bool

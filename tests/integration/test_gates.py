@@ -116,7 +116,7 @@ def test_junit_results_name_the_failed_tests(tmp_path: Path) -> None:
     [result] = run(tmp_path, [gate("tests", command, junit=True)])
     assert not result.passed
     assert result.exit_code == 1
-    assert result.failed_tests == frozenset({"test_sample::test_broken"})
+    assert result.failed_tests == ["test_sample::test_broken"]
     saved = json.loads((tmp_path / "out" / "iteration-1.gates.json").read_text())
     assert saved[0]["failedTests"] == ["test_sample::test_broken"]
     assert (tmp_path / "out" / "iteration-1.tests.junit.xml").is_file()
@@ -172,7 +172,7 @@ def test_junit_results_are_redacted_in_the_report_and_on_disk(tmp_path: Path) ->
     )
     command = f"printf '%s' {shlex.quote(xml)} > \"$REQDRIVE_JUNIT_XML\"; exit 1"
     [result] = run(tmp_path, [gate("tests", command, junit=True)])
-    assert result.failed_tests == frozenset({f"test_api::test_call[{REDACTED}]"})
+    assert result.failed_tests == [f"test_api::test_call[{REDACTED}]"]
     for path in (tmp_path / "out").iterdir():
         assert TOKEN not in path.read_text(), path.name
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, prd, project_factory
+from worker.gates import GateResult
 from worker.judging import Verdict, baseline_changes, judge, readiness
-from worker.state import AttemptOutcome, GateRecord, StopReason, StoryRecord, StoryState
+from worker.state import AttemptOutcome, StopReason, StoryRecord, StoryState
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement's own tests, committed before any code: all three fail on the base commit.
@@ -114,8 +115,8 @@ def test_without_per_test_results_stories_on_a_failing_baseline_are_unverified(
 # The judgement itself, on plain records -----------------------------------------------------
 
 
-def record(name: str, passed: bool, failed: list[str] | None = None) -> GateRecord:
-    return GateRecord(
+def record(name: str, passed: bool, failed: list[str] | None = None) -> GateResult:
+    return GateResult(
         name=name,
         command=name,
         passed=passed,
@@ -171,7 +172,7 @@ def record(name: str, passed: bool, failed: list[str] | None = None) -> GateReco
     ],
 )
 def test_an_attempt_is_judged_against_the_state_it_started_from(
-    reference: list[GateRecord], results: list[GateRecord], verdict: Verdict, reason: str
+    reference: list[GateResult], results: list[GateResult], verdict: Verdict, reason: str
 ) -> None:
     expected = [g.name for g in reference]
     assert judge(reference, results, expected) == (verdict, reason)
@@ -249,7 +250,7 @@ def done(story_id: str, state: StoryState) -> StoryRecord:
 )
 def test_ready_only_when_every_story_and_every_final_gate_passed(
     states: list[StoryState],
-    final: list[GateRecord],
+    final: list[GateResult],
     expected: list[str],
     stop: StopReason,
     answer: tuple[bool, str | None],

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from worker.gates import GateResult
 from worker.judging import fail_fast_on, reference_gates, story_state
-from worker.state import AttemptOutcome, AttemptRecord, GateRecord, StoryRecord, StoryState
+from worker.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 
 
-def gate(passed: bool, failed: list[str] | None = None) -> GateRecord:
-    return GateRecord(
+def gate(passed: bool, failed: list[str] | None = None) -> GateResult:
+    return GateResult(
         name="tests",
         command="pytest",
         passed=passed,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import io
 
+from worker.gates import GateResult
 from worker.reporting import ConsoleReporter, render_pr_body
 from worker.state import (
     AttemptOutcome,
     AttemptRecord,
-    GateRecord,
     RunResult,
     StopReason,
     StoryRecord,
@@ -16,8 +16,8 @@ from worker.state import (
 )
 
 
-def gate(name: str, passed: bool, failed: list[str] | None = None) -> GateRecord:
-    return GateRecord(
+def gate(name: str, passed: bool, failed: list[str] | None = None) -> GateResult:
+    return GateResult(
         name=name,
         command=f"run {name}",
         passed=passed,

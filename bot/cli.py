@@ -122,15 +122,15 @@ def _worker(args: argparse.Namespace) -> int:
     from rq.serializers import JSONSerializer
 
     from bot.app import DEFAULT_REDIS_URL  # the worker reads the Redis the web process writes
+    from bot.embedded_redis import redis_answers
 
     settings = load_settings()
-    # No socket timeout, unlike the web's client: the worker blocks on the queue on purpose.
-    connection = redis.Redis.from_url(settings.redis_url or DEFAULT_REDIS_URL)
-    try:
-        connection.ping()
-    except (redis.ConnectionError, redis.TimeoutError):
+    url = settings.redis_url or DEFAULT_REDIS_URL
+    if not redis_answers(url):
         # Named, not printed: the URL may carry a password.
-        raise ConfigurationError("the Redis at REDIS_URL does not answer") from None
+        raise ConfigurationError("the Redis at REDIS_URL does not answer")
+    # No socket timeout, unlike the web's client: the worker blocks on the queue on purpose.
+    connection = redis.Redis.from_url(url)
     # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.
     worker = Worker([settings.reqdrive_queue], connection=connection, serializer=JSONSerializer)
     worker.work(burst=args.burst, with_scheduler=True, logging_level="INFO")

@@ -6,22 +6,15 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.agents import (
-    AgentCall,
-    AgentOutcome,
-    AgentSettings,
-    ProcessRunner,
-    agent_environment,
-    stop_reason,
-)
+from worker.agents import AgentCall, AgentOutcome, ProcessRunner, stop_reason
 from worker.exceptions import AgentError
 from worker.processes import ProcessOutcome
-from worker.redact import Redactor
+from worker.workspace import COMMITTER_EMAIL, COMMITTER_NAME
 
 # Bash rules for implementing a story and running its tests. A rule covers a command with any
 # arguments (and none); each part of `a && b` or `a | b` needs its own. These rules are not a
@@ -42,8 +35,6 @@ DEFAULT_ALLOWED_TOOLS = tuple(f"Bash({command} *)" for command in DEFAULT_BASH_C
 
 # Retries of a failed API call: the CLI's default retries a 401 for minutes.
 MAX_API_RETRIES = "2"
-GIT_NAME = "reqdrive"
-GIT_EMAIL = "reqdrive@users.noreply.github.com"
 TAIL_CHARS = 2000
 
 
@@ -65,20 +56,8 @@ class ClaudeRunner(ProcessRunner):
     """Runs `claude -p` on a prompt file in a worktree and reports what it cost."""
 
     name = "claude"
-
-    def __init__(
-        self,
-        settings: AgentSettings,
-        *,
-        redactor: Redactor,
-        source_env: Mapping[str, str] = os.environ,
-        executable: str = "claude",
-        allowed_tools: Sequence[str] = DEFAULT_ALLOWED_TOOLS,
-        grace_s: float = 5.0,
-    ) -> None:
-        self.executable = executable
-        self.allowed_tools = tuple(allowed_tools)
-        super().__init__(settings, redactor=redactor, source_env=source_env, grace_s=grace_s)
+    executable = "claude"
+    allowed_tools: tuple[str, ...] = DEFAULT_ALLOWED_TOOLS
 
     def argv(self, call: AgentCall) -> list[str]:
         """The command line; the prompt goes on stdin so no argument parsing can eat it."""
@@ -91,14 +70,14 @@ class ClaudeRunner(ProcessRunner):
         # A saved session would hold the whole unredacted conversation in the run's HOME, and
         # MCP servers a repository declares would be programs we never meant to start.
         argv += ["--no-session-persistence", "--strict-mcp-config"]
-        model = call.model or self.settings.model
+        model = self.model(call)
         if model:
             argv += ["--model", model]
         return argv
 
     def environment(self, call: AgentCall) -> dict[str, str]:
         # The redactor learns the API key's value here: a tool may print it (`env`).
-        env = agent_environment(call.home_dir, self.source_env, redactor=self.redactor)
+        env = super().environment(call)
         # Without this the CLI writes under /tmp/claude-<uid>/, shared by every run.
         env["CLAUDE_CODE_TMPDIR"] = env["TMPDIR"]
         env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
@@ -107,8 +86,8 @@ class ClaudeRunner(ProcessRunner):
         env.setdefault("CLAUDE_CODE_MAX_RETRIES", MAX_API_RETRIES)
         # Its Bash tool's git sees the run's empty HOME, so commits need an identity from here.
         for role in ("AUTHOR", "COMMITTER"):
-            env.setdefault(f"GIT_{role}_NAME", GIT_NAME)
-            env.setdefault(f"GIT_{role}_EMAIL", GIT_EMAIL)
+            env.setdefault(f"GIT_{role}_NAME", COMMITTER_NAME)
+            env.setdefault(f"GIT_{role}_EMAIL", COMMITTER_EMAIL)
         return env
 
     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:

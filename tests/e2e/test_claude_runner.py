@@ -17,6 +17,7 @@ from tests.support.claude_cli import install_claude_cli
 from tests.support.fake_anthropic import (
     FakeAnthropic,
     ToolCall,
+    Turn,
     Usage,
     fail,
     fake_anthropic,
@@ -26,9 +27,10 @@ from tests.support.fake_anthropic import (
     use,
 )
 from worker.agents import AgentCall, AgentOutcome, AgentSettings, make_runner
-from worker.claude import GIT_EMAIL, GIT_NAME, ClaudeRunner
+from worker.claude import ClaudeRunner
 from worker.exceptions import AgentError
 from worker.redact import Redactor
+from worker.workspace import COMMITTER_EMAIL, COMMITTER_NAME
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -140,7 +142,7 @@ def test_implements_a_story_with_write_and_bash(
     assert (story_repo / "greet.py").read_text() == GREET_SOURCE
     assert (
         git(story_repo, "log", "-1", "--format=%s|%an|%ae")
-        == f"{COMMIT_MESSAGE}|{GIT_NAME}|{GIT_EMAIL}"
+        == f"{COMMIT_MESSAGE}|{COMMITTER_NAME}|{COMMITTER_EMAIL}"
     )
     assert git(story_repo, "status", "--porcelain") == ""
     tests = subprocess.run(
@@ -240,10 +242,7 @@ def test_a_cancelled_call_stops_at_once_with_everything_it_started(
     agent_env: pytest.MonkeyPatch, story_repo: Path, tmp_path: Path
 ) -> None:
     pid_file = story_repo / "background.pid"
-    script = [
-        use(ToolCall("Bash", {"command": background_sleeper(pid_file), "run_in_background": True})),
-        stall(),
-    ]
+    script = start_in_background_then_stall(pid_file)
     cancel = threading.Event()
     with fake_anthropic(script) as server:
         canceller = threading.Thread(
@@ -264,10 +263,7 @@ def test_a_stalled_api_is_killed_at_the_timeout_with_everything_it_started(
     agent_env: pytest.MonkeyPatch, story_repo: Path, tmp_path: Path
 ) -> None:
     pid_file = story_repo / "background.pid"
-    script = [
-        use(ToolCall("Bash", {"command": background_sleeper(pid_file), "run_in_background": True})),
-        stall(),
-    ]
+    script = start_in_background_then_stall(pid_file)
     with fake_anthropic(script) as server:
         outcome, call = run_claude(server, tmp_path, story_repo, agent_env, timeout_s=10)
         requests = server.message_requests()
@@ -289,6 +285,12 @@ def cancel_when_started(server: FakeAnthropic, pid_file: Path, cancel: threading
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
         time.sleep(0.05)
     cancel.set()
+
+
+def start_in_background_then_stall(pid_file: Path) -> list[Turn]:
+    """A script: run a long sleeper in the background, then never answer again."""
+    command = background_sleeper(pid_file)
+    return [use(ToolCall("Bash", {"command": command, "run_in_background": True})), stall()]
 
 
 def background_sleeper(pid_file: Path) -> str:

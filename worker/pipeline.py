@@ -539,8 +539,8 @@ class Pipeline:
 
     def _files_with_secrets(self, pre: str) -> list[str]:
         """Staged files whose added lines hold the exact value of a known secret."""
-        diff = _git_out(
-            ["diff", "--cached", "--no-color", "--no-ext-diff", pre], self.worktree.path
+        diff = run_git(
+            ["diff", "--cached", "--no-color", "--no-ext-diff", pre], cwd=self.worktree.path
         )
         leaked: list[str] = []
         path = ""
@@ -552,7 +552,7 @@ class Pipeline:
         return leaked
 
     def _keep_patch(self, pre: str, commit: str, iteration: int) -> None:
-        diff = _git_out(["diff", "--no-color", pre, commit], self.worktree.path)
+        diff = run_git(["diff", "--no-color", pre, commit], cwd=self.worktree.path)
         self.folder.write_text(self.folder.patch_path(iteration).name, diff + "\n")
 
     def _restore_tree(self, sha: str) -> None:
@@ -596,7 +596,7 @@ class Pipeline:
             duration_s=time.monotonic() - self.started,
             run_dir=str(self.folder.path),
         )
-        diff = _git_out(["diff", "--no-color", cp.base_sha, cp.head_sha], self.worktree.path)
+        diff = run_git(["diff", "--no-color", cp.base_sha, cp.head_sha], cwd=self.worktree.path)
         write_delivery(self.folder, result, iterations=cp.iteration, diff=diff)
         cp.status, cp.step = RunStatus.FINISHED, RunStep.DONE
         self.step = RunStep.DONE
@@ -631,10 +631,3 @@ def _progress_line(record: StoryRecord, attempt: AttemptRecord) -> str:
         f"iteration {attempt.iteration}: {record.id} attempt {attempt.attempt}: "
         f"{attempt.outcome}{why}{commit}{forbidden}"
     )
-
-
-# git helpers ----------------------------------------------------------------------------------
-
-
-def _git_out(args: list[str], cwd: Path) -> str:
-    return run_git(args, cwd=cwd, check=False)

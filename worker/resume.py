@@ -51,8 +51,11 @@ def reconcile(path: Path, cp: Checkpoint) -> bool:
     """Check the branch is where the checkpoint left it before building on it; True when the
     remote branch still lacks the checkpoint's head (it needs a push)."""
     local = head_sha(path)
-    remote = _git_out(
-        ["rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{cp.branch}"], path
+    # --verify --quiet: exit 1 and nothing printed when the remote has no such branch yet.
+    remote = run_git(
+        ["rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{cp.branch}"],
+        cwd=path,
+        check=False,
     )
     mismatch = (
         f"run {cp.run_id} cannot resume: its checkpoint says branch {cp.branch} is at "
@@ -76,8 +79,4 @@ def reconcile(path: Path, cp: Checkpoint) -> bool:
 def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
     # merge-base prints the ancestor itself exactly when it is one (and nothing if either
     # commit is unknown here).
-    return _git_out(["merge-base", ancestor, descendant], cwd) == ancestor
-
-
-def _git_out(args: list[str], cwd: Path) -> str:
-    return run_git(args, cwd=cwd, check=False)
+    return run_git(["merge-base", ancestor, descendant], cwd=cwd, check=False) == ancestor

@@ -24,11 +24,15 @@ class TreeState:
 
 def tree_state(cwd: Path) -> TreeState:
     """The worktree's state now, to compare with after the agent's turn."""
-    status = _git_out(["status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all"], cwd)
+    status = run_git(
+        ["status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all"], cwd=cwd
+    )
     entries = [e for e in status.split("\0") if e]
     return TreeState(
-        head_ref=_git_out(["symbolic-ref", "--quiet", "HEAD"], cwd),
-        head=_git_out(["rev-parse", "HEAD"], cwd),
+        # Both exit 1 and print nothing for a HEAD the agent detached or left on an orphan
+        # branch: "" then differs from before, and the change is reverted, not a crash.
+        head_ref=run_git(["symbolic-ref", "--quiet", "HEAD"], cwd=cwd, check=False),
+        head=run_git(["rev-parse", "--verify", "--quiet", "HEAD"], cwd=cwd, check=False),
         status="\0".join(e for e in entries if not e.startswith("!! ")),
         ignored=frozenset(e[3:] for e in entries if e.startswith("!! ")),
     )
@@ -91,7 +95,7 @@ def collect_changes(cwd: Path, branch: str, pre: str, forbidden: list[str]) -> l
     run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=cwd)
     run_git(["reset", "--soft", "--quiet", pre], cwd=cwd)
     run_git(["add", "--all"], cwd=cwd)
-    changed = _git_out(["diff", "--cached", "--name-only", "--no-renames", "-z", pre], cwd)
+    changed = run_git(["diff", "--cached", "--name-only", "--no-renames", "-z", pre], cwd=cwd)
     touched = [p for p in changed.split("\0") if p and matches_any(p, forbidden)]
     if touched:
         _revert(cwd, pre, touched)
@@ -100,7 +104,7 @@ def collect_changes(cwd: Path, branch: str, pre: str, forbidden: list[str]) -> l
 
 def _revert(cwd: Path, pre: str, paths: Sequence[str]) -> None:
     """Staged changes to these paths undone: back to `pre`'s version, or gone if new."""
-    listed = _git_out(["ls-tree", "-r", "--name-only", "-z", pre, "--", *paths], cwd)
+    listed = run_git(["ls-tree", "-r", "--name-only", "-z", pre, "--", *paths], cwd=cwd)
     existed = set(listed.split("\0"))
     restore = [p for p in paths if p in existed]
     added = [p for p in paths if p not in existed]
@@ -114,8 +118,4 @@ def _revert(cwd: Path, pre: str, paths: Sequence[str]) -> None:
 
 def has_staged_changes(cwd: Path, pre: str) -> bool:
     """Is anything staged that `pre` does not have?"""
-    return bool(_git_out(["diff", "--cached", "--name-only", pre], cwd))
-
-
-def _git_out(args: list[str], cwd: Path) -> str:
-    return run_git(args, cwd=cwd, check=False)
+    return bool(run_git(["diff", "--cached", "--name-only", pre], cwd=cwd))

@@ -26,6 +26,7 @@ from tests.support.fake_anthropic import (
     tool_result_text,
     use,
 )
+from tests.support.processes import running
 from worker.agents import AgentCall, AgentOutcome, AgentSettings, make_runner
 from worker.claude import ClaudeRunner
 from worker.exceptions import AgentError
@@ -255,7 +256,7 @@ def test_a_cancelled_call_stops_at_once_with_everything_it_started(
     assert cancel.is_set()
     assert not outcome.timed_out and outcome.exit_code is None
     assert outcome.error == "cancelled"
-    assert not alive(int(pid_file.read_text()))
+    assert not running(int(pid_file.read_text()))
     assert processes_with_env(f"HOME={call.home_dir}") == []
 
 
@@ -273,7 +274,7 @@ def test_a_stalled_api_is_killed_at_the_timeout_with_everything_it_started(
     assert outcome.timed_out and outcome.exit_code is None
     assert outcome.error is not None and "timed out after 10s" in outcome.error
     assert pid_file.exists()
-    assert not alive(int(pid_file.read_text()))
+    assert not running(int(pid_file.read_text()))
     assert processes_with_env(f"HOME={call.home_dir}") == []
 
 
@@ -299,15 +300,6 @@ def background_sleeper(pid_file: Path) -> str:
         "python3 -c 'import os, time; "
         f'open("{pid_file}", "w").write(str(os.getpid())); time.sleep(600)\''
     )
-
-
-def alive(pid: int) -> bool:
-    """Running or sleeping: a zombie is dead, only not yet reaped."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def processes_with_env(entry: str) -> list[int]:

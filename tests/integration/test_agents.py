@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_agents import install
+from tests.support.processes import running
 from worker.agents import (
     AgentCall,
     AgentSettings,
@@ -298,12 +299,3 @@ def assert_scrubbed(env: dict[str, str]) -> None:
     for name in WORKER_SECRETS:
         assert name not in env
     assert env["OPENAI_API_KEY"] == OPENAI_KEY
-
-
-def running(pid: int) -> bool:
-    """Whether pid is a process that can still run (zombies waiting for a reaper don't)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rfind(")") + 2] not in "ZX"

@@ -11,20 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import running
 from worker.processes import MARK_VAR, TAIL_CHARS, ProcessOutcome, marked_pids, run_process
 from worker.redact import REDACTED, Redactor
 
 TOKEN = "ghs_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
 BASE_ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
-
-
-def running(pid: int) -> bool:
-    """Whether pid is a process that can still run (zombies waiting for a reaper don't)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rfind(")") + 2] not in "ZX"
 
 
 def wait_for_file(path: Path, stop: threading.Event) -> str:

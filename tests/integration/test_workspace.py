@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import running
 from worker import workspace
 from worker.exceptions import GitError, WorkspaceError
 from worker.workspace import (
@@ -384,18 +385,10 @@ def test_timeout_raises_and_kills_what_git_started(tmp_path: Path) -> None:
 def _dies(pid: int) -> bool:
     """SIGKILL lands asynchronously: allow the kernel a moment (not a speed assertion)."""
     for _ in range(100):
-        if not _alive(pid):
+        if not running(pid):
             return True
         time.sleep(0.1)
     return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "State:\tZ" not in status
 
 
 def test_worker_secrets_are_not_passed_to_git(

@@ -366,7 +366,7 @@ class RepositoryCache:
     # mirror -----------------------------------------------------------------------------
 
     def _ensure_mirror(self, mirror: Path, remote_url: str) -> None:
-        problem = self._mirror_problem(mirror, remote_url)
+        problem = self._mirror_problem(mirror)
         if problem == "missing":
             self._create_mirror(mirror, remote_url)
         elif problem:
@@ -374,8 +374,11 @@ class RepositoryCache:
         else:
             _write_config(mirror, remote_url)
 
-    def _mirror_problem(self, mirror: Path, remote_url: str) -> str:
-        """Empty when the mirror is usable; otherwise why not ("missing" when absent)."""
+    def _mirror_problem(self, mirror: Path) -> str:
+        """Empty when the mirror is usable; otherwise why not ("missing" when absent).
+
+        A changed config is no problem: _write_config puts it back.
+        """
         if not mirror.exists():
             return "missing"
         try:
@@ -383,16 +386,9 @@ class RepositoryCache:
             is_bare = self._git(
                 [f"--git-dir={mirror}", "rev-parse", "--is-bare-repository"], mirror
             )
-            url = self._git(
-                [f"--git-dir={mirror}", "config", "--get", "remote.origin.url"], mirror, check=False
-            )
         except GitError as error:
             return error.stderr.strip()[-300:] or "not a git repository"
-        if is_bare != "true":
-            return "not a bare repository"
-        if url != remote_url:
-            return "its origin URL does not match"
-        return ""
+        return "" if is_bare == "true" else "not a bare repository"
 
     def _create_mirror(self, mirror: Path, remote_url: str) -> None:
         # init + fetch with explicit refspecs instead of `clone --mirror`: a mirror refspec

@@ -310,6 +310,21 @@ def test_mirror_that_is_no_repository_is_recreated(cache: RepositoryCache, remot
     assert head_sha(worktree.path) == remote.head()
 
 
+def test_a_changed_origin_url_is_put_back_without_a_new_clone(
+    cache: RepositoryCache, remote: Remote, tmp_path: Path
+) -> None:
+    prepare(cache, remote, "run-1")
+    mirror = cache.mirror_path(remote.url)
+    objects_inode = (mirror / "objects").stat().st_ino
+    git(mirror, "config", "remote.origin.url", str(tmp_path / "elsewhere.git"))
+
+    worktree = prepare(cache, remote, "run-2", branch="reqdrive/other")
+
+    assert git(mirror, "config", "remote.origin.url") == remote.url
+    assert (mirror / "objects").stat().st_ino == objects_inode
+    assert head_sha(worktree.path) == remote.head()
+
+
 def test_hooks_planted_in_the_mirror_do_not_run(cache: RepositoryCache, remote: Remote) -> None:
     mirror = cache.mirror_path(remote.url)
     prepare(cache, remote, "run-1")

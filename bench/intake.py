@@ -16,8 +16,6 @@ of its own the way the test suite does and flushes it before and after every cel
 from __future__ import annotations
 
 import argparse
-import hashlib
-import hmac
 import json
 import os
 import platform
@@ -41,6 +39,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bot.replay import signature  # noqa: E402
 from tests.support.redis_db import claimed_database, redis_server  # noqa: E402
 
 SHARED = Path(os.environ.get("REQDRIVE_SHARED_DIR", ROOT.parent / "shared"))
@@ -313,7 +312,7 @@ def build_payload() -> Payload:
 
 
 def sign(body: bytes) -> str:
-    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return signature(SECRET, body)
 
 
 def lua_string(value: str) -> str:
@@ -348,7 +347,7 @@ def write_script(
 
 
 def check_lua_signing(workdir: Path, payload: Payload) -> None:
-    """Run the wrk script's signing once and compare it with Python's hmac."""
+    """Run the wrk script's signing once and compare it with bot.replay's signature."""
     out = workdir / "selftest.json"
     script = write_script(workdir, payload, "issues", "/", True, out, "00000000")
     script.write_text(script.read_text().replace("selftest = false", "selftest = true"))

@@ -35,7 +35,6 @@ ALLOWED_VARIABLES = frozenset(
 ALLOWED_PREFIXES = ("LC_", "CLAUDE_CODE_", "GIT_AUTHOR_", "GIT_COMMITTER_")
 # Allowed variables holding credentials: their values are hidden from every log.
 SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET")
-PLACEHOLDERS = ("{prompt_file}", "{cwd}", "{run_dir}")
 
 
 @dataclass(frozen=True)
@@ -170,7 +169,6 @@ class ProcessRunner:
     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
         env = self.environment(call)
         argv = self.argv(call)
-        call.log_path.parent.mkdir(parents=True, exist_ok=True)
         # The log may hold earlier calls' output; only what this call appends is its own.
         log_start = call.log_path.stat().st_size if call.log_path.exists() else 0
         try:

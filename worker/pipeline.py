@@ -538,15 +538,24 @@ class Pipeline:
         return touched
 
     def _files_with_secrets(self, pre: str) -> list[str]:
-        """Staged files whose added lines hold the exact value of a known secret."""
+        """Staged files whose added lines hold the exact value of a known secret; binary files
+        too (--text), and as stored, not through a repository's textconv filter."""
         diff = run_git(
-            ["diff", "--cached", "--no-color", "--no-ext-diff", pre], cwd=self.worktree.path
+            ["diff", "--cached", "--text", "--no-color", "--no-ext-diff", "--no-textconv", pre],
+            cwd=self.worktree.path,
         )
         leaked: list[str] = []
-        path = ""
+        path, in_header = "", False
         for line in diff.splitlines():
-            if line.startswith("+++ "):
-                path = line[4:].removeprefix("b/")
+            # "+++ b/<path>" names the file only in a file's header: an added line "++ x"
+            # reads "+++ x" too, and must be scanned like any other.
+            if line.startswith("diff --git "):
+                in_header = True
+            elif line.startswith("@@ "):
+                in_header = False
+            elif in_header:
+                if line.startswith("+++ "):
+                    path = line[4:].removeprefix("b/")
             elif line.startswith("+") and path not in leaked and self.redactor.secrets_in(line):
                 leaked.append(path)
         return leaked

@@ -155,25 +155,37 @@ def test_the_run_folder_redacts_what_it_writes_and_sweeps_what_others_wrote(
     assert backdated.read_text() == "leak [REDACTED]"
 
 
+API_KEY = "sk-ant-api03-" + "s3cr3t" * 6
+
+
+@pytest.mark.parametrize(
+    ("leaky_file", "content"),
+    [
+        ("feature_1.py", f"KEY = {API_KEY!r}\n\n\ndef value():\n    return 1\n"),
+        # A NUL byte makes git call the file binary: its diff shows no lines to scan.
+        ("assets/key.bin", f"\0{API_KEY}\0"),
+        # An added line "++ ..." reads "+++ ..." in the diff, like a file header.
+        ("notes.txt", f"++ {API_KEY}\n"),
+    ],
+)
 def test_a_change_holding_a_secret_value_is_never_committed_or_pushed(
-    make_project: MakeProject,
+    make_project: MakeProject, leaky_file: str, content: str
 ) -> None:
     project = make_project({"maxStoryRetries": 2})
-    api_key = "sk-ant-api03-" + "s3cr3t" * 6
-    # The agent pastes its own API key into the code it writes, then does it properly.
+    # The agent pastes its own API key into what it writes, then does it properly.
     leaky = implement(1)
-    leaky["write"]["feature_1.py"] = f"KEY = {api_key!r}\n\n\ndef value():\n    return 1\n"
+    leaky["write"][leaky_file] = content
     scenario = project.scenario(
         {"plan": [{"prd": prd(1)}], "stories": {"US-001": [leaky, implement(1)]}}
     )
     result = project.run(
-        scenario, source_env={"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": api_key}
+        scenario, source_env={"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": API_KEY}
     )
 
     first, second = result.stories[0].attempts
     assert first.outcome is AttemptOutcome.CREDENTIAL_IN_CHANGE
-    assert "feature_1.py" in first.reason and first.commit is None
+    assert leaky_file in first.reason and first.commit is None
     assert second.outcome is AttemptOutcome.PASSED
     # Not in any object the remote received, not only not in the branch's last tree.
-    pushed = git(project.remote, "log", "-p", "--all")
-    assert "feature_1.py" in pushed and api_key not in pushed
+    pushed = git(project.remote, "log", "-p", "--text", "--all")
+    assert "feature_1.py" in pushed and API_KEY not in pushed

@@ -581,11 +581,11 @@ class RepositoryCache:
 
 
 def _check_remote_url(remote_url: str) -> None:
+    parts = urlsplit(remote_url)
+    if parts.scheme and (parts.username or parts.password):  # first: the message hides them
+        raise WorkspaceError("credentials must not be part of the remote URL")
     if not remote_url or remote_url.startswith("-") or not remote_url.isprintable():
         raise WorkspaceError(f"{remote_url!r} is not a repository URL")
-    parts = urlsplit(remote_url)
-    if parts.scheme and (parts.username or parts.password):
-        raise WorkspaceError("credentials must not be part of the remote URL")
 
 
 def _check_run_id(run_id: str) -> None:

@@ -366,6 +366,18 @@ def test_credentials_in_the_url_are_refused(cache: RepositoryCache) -> None:
         )
 
 
+def test_a_malformed_url_with_credentials_does_not_print_them(cache: RepositoryCache) -> None:
+    with pytest.raises(WorkspaceError) as caught:
+        cache.prepare(
+            f"https://x-access-token:{TOKEN}@github.com/o/r.git\n",
+            branch=BRANCH,
+            base_ref=None,
+            run_id="run-1",
+        )
+
+    assert TOKEN not in str(caught.value)
+
+
 # --- the runner ------------------------------------------------------------------------------
 
 

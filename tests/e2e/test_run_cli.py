@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.integration.test_pipeline import GITIGNORE, PYTEST, SCRIPTED_AGENT, implement, prd
+from tests.support.processes import running
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,15 +170,6 @@ def test_an_error_message_is_redacted_before_it_is_printed(tmp_path: Path, check
     assert "[REDACTED]" in done.stderr and token not in done.stderr
 
 
-def alive(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        state = stat.read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
 def wait_for(condition: Any, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -233,12 +225,12 @@ def test_a_run_killed_after_story_2_of_4_resumes_at_story_3_without_redoing_or_d
     agents = [
         int(line.split("pid=")[1]) for line in (tmp_path / "calls.log").read_text().splitlines()
     ]
-    assert alive(agents[-1])
+    assert running(agents[-1])
 
     done = run_cli(checkout, argv)
 
     # The resumed run stopped the interrupted agent before reusing the worktree.
-    assert not any(alive(pid) for pid in agents)
+    assert not any(running(pid) for pid in agents)
 
     assert done.returncode == 0, done.stderr
     made = calls(tmp_path)
@@ -309,7 +301,7 @@ def test_ctrl_c_stops_the_agent_and_exits_7(tmp_path: Path, checkout: Path, step
             process.kill()
     assert process.returncode == 7, stderr
     assert "stopping after the current step" in stderr
-    assert not any(alive(int(pid)) for pid in pids.read_text().split())
+    assert not any(running(int(pid)) for pid in pids.read_text().split())
     # Stopped means stopped: no second planning attempt, no further story attempt.
     assert len(calls(tmp_path)) == (1 if step == "plan" else 2)
 

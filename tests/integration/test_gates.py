@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from tests.support.processes import running
 from worker.gates import GateResult, GateSpec, gate_specs, run_gates
 from worker.redact import REDACTED, Redactor
 
@@ -192,12 +193,3 @@ def test_a_cancelled_run_starts_no_further_gate(tmp_path: Path) -> None:
     assert results == []
     assert not (tmp_path / "ran").exists()
     assert json.loads((tmp_path / "out" / "final.gates.json").read_text()) == []
-
-
-def running(pid: int) -> bool:
-    """Whether pid is a process that can still run (zombies waiting for a reaper don't)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rfind(")") + 2] not in "ZX"

@@ -16,6 +16,7 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
+from tests.support.processes import running
 from worker.redact import Redactor
 from worker.run_folder import RunFolder
 from worker.state import AttemptOutcome, StoryState
@@ -27,16 +28,6 @@ WORKER_SECRET = "worker-only-secret-value-42"
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie has exited; only its parent has not collected it yet.
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_hanging_agent_is_killed_at_the_timeout_with_its_setsid_child(
@@ -63,7 +54,7 @@ def test_a_hanging_agent_is_killed_at_the_timeout_with_its_setsid_child(
     result = project.run(scenario)
 
     agent_pid, child_pid = (int(p) for p in pids_file.read_text().split())
-    assert not alive(agent_pid) and not alive(child_pid)
+    assert not running(agent_pid) and not running(child_pid)
     first, second = result.stories[0].attempts
     assert first.outcome is AttemptOutcome.AGENT_TIMED_OUT
     assert "did not finish within 5s" in first.reason

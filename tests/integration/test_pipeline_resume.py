@@ -21,7 +21,7 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
-from tests.integration.test_pipeline_safety import alive
+from tests.support.processes import running
 from worker.agents import AgentCall, AgentOutcome, AgentSettings, CommandRunner
 from worker.exceptions import PreflightError, ResumeError
 from worker.pipeline import Pipeline
@@ -250,7 +250,7 @@ def test_cancelling_mid_agent_stops_it_and_the_attempt_is_not_counted(
     assert result.stop_reason is StopReason.CANCELLED
     second = result.stories[1]
     assert (second.state, second.attempts) == (StoryState.PENDING, [])
-    assert not any(alive(int(pid)) for pid in pids.read_text().split())
+    assert not any(running(int(pid)) for pid in pids.read_text().split())
     assert "partial.py" not in project.branch_files()
     assert "US-002 attempt 1: cancelled" in (project.run_dir() / "progress.txt").read_text()
 

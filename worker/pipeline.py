@@ -531,6 +531,8 @@ class Pipeline:
 
     def _collect_changes(self, pre: str) -> list[str]:
         touched = collect_changes(self.worktree.path, self.cp.branch, pre, self.forbidden)
+        # Recorded in the checkpoint and the log: an agent-made file name may hold a secret.
+        touched = [self.redactor.redact(name) for name in touched]
         if touched:
             log.warning(
                 "forbidden paths reverted", extra={"run_id": self.spec.run_id, "paths": touched}
@@ -538,13 +540,25 @@ class Pipeline:
         return touched
 
     def _files_with_secrets(self, pre: str) -> list[str]:
-        """Staged files whose added lines hold the exact value of a known secret; binary files
-        too (--text), and as stored, not through a repository's textconv filter."""
+        """Staged files whose name or added lines hold the exact value of a known secret
+        (names redacted); binary files too (--text), and as stored, not through a repository's
+        textconv filter."""
+        cwd = self.worktree.path
+        names = run_git(["diff", "--cached", "--name-only", "--no-renames", "-z", pre], cwd=cwd)
+        leaked = [name for name in names.split("\0") if name and self.redactor.secrets_in(name)]
         diff = run_git(
-            ["diff", "--cached", "--text", "--no-color", "--no-ext-diff", "--no-textconv", pre],
-            cwd=self.worktree.path,
+            [
+                "diff",
+                "--cached",
+                "--no-renames",
+                "--text",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                pre,
+            ],
+            cwd=cwd,
         )
-        leaked: list[str] = []
         path, in_header = "", False
         for line in diff.splitlines():
             # "+++ b/<path>" names the file only in a file's header: an added line "++ x"
@@ -558,7 +572,7 @@ class Pipeline:
                     path = line[4:].removeprefix("b/")
             elif line.startswith("+") and path not in leaked and self.redactor.secrets_in(line):
                 leaked.append(path)
-        return leaked
+        return [self.redactor.redact(name) for name in leaked]
 
     def _keep_patch(self, pre: str, commit: str, iteration: int) -> None:
         diff = run_git(["diff", "--no-color", pre, commit], cwd=self.worktree.path)

@@ -17,7 +17,7 @@ from tests.integration.test_pipeline import (
     project_factory,
 )
 from tests.support.processes import running
-from worker.redact import Redactor
+from worker.redact import REDACTED, Redactor
 from worker.run_folder import RunFolder
 from worker.state import AttemptOutcome, StoryState
 
@@ -150,17 +150,19 @@ API_KEY = "sk-ant-api03-" + "s3cr3t" * 6
 
 
 @pytest.mark.parametrize(
-    ("leaky_file", "content"),
+    ("leaky_file", "content", "named"),
     [
-        ("feature_1.py", f"KEY = {API_KEY!r}\n\n\ndef value():\n    return 1\n"),
+        ("feature_1.py", f"KEY = {API_KEY!r}\n\n\ndef value():\n    return 1\n", "feature_1.py"),
         # A NUL byte makes git call the file binary: its diff shows no lines to scan.
-        ("assets/key.bin", f"\0{API_KEY}\0"),
+        ("assets/key.bin", f"\0{API_KEY}\0", "assets/key.bin"),
         # An added line "++ ..." reads "+++ ..." in the diff, like a file header.
-        ("notes.txt", f"++ {API_KEY}\n"),
+        ("notes.txt", f"++ {API_KEY}\n", "notes.txt"),
+        # The secret is the file's name; an empty file has no added line at all.
+        (f"{API_KEY}.txt", "", f"{REDACTED}.txt"),
     ],
 )
 def test_a_change_holding_a_secret_value_is_never_committed_or_pushed(
-    make_project: MakeProject, leaky_file: str, content: str
+    make_project: MakeProject, leaky_file: str, content: str, named: str
 ) -> None:
     project = make_project({"maxStoryRetries": 2})
     # The agent pastes its own API key into what it writes, then does it properly.
@@ -175,7 +177,7 @@ def test_a_change_holding_a_secret_value_is_never_committed_or_pushed(
 
     first, second = result.stories[0].attempts
     assert first.outcome is AttemptOutcome.CREDENTIAL_IN_CHANGE
-    assert leaky_file in first.reason and first.commit is None
+    assert named in first.reason and API_KEY not in first.reason and first.commit is None
     assert second.outcome is AttemptOutcome.PASSED
     # Not in any object the remote received, not only not in the branch's last tree.
     pushed = git(project.remote, "log", "-p", "--text", "--all")

@@ -606,7 +606,7 @@ class Pipeline:
     def _verify(self) -> list[GateResult]:
         cp = self.cp
         self._restore_tree(cp.head_sha)
-        return self._run_gates("verification", fail_fast=False) if self.gates else []
+        return self._run_gates("verification", fail_fast=False)
 
     def _deliver(self, final: list[GateResult], stop: StopReason) -> RunResult:
         cp = self.cp

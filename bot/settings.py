@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     reqdrive_app_slug: str | None = None
     reqdrive_job_timeout_hours: float = Field(default=6.0, gt=0)
     reqdrive_queue: str = "reqdrive"
+    # The GitHub client (bot/github.py): per-call timeout, and PyGithub's pacing of requests.
+    reqdrive_github_timeout_s: float = Field(default=15.0, gt=0)
+    reqdrive_github_request_interval_s: float = Field(default=0.25, ge=0)
+    reqdrive_github_write_interval_s: float = Field(default=1.0, ge=0)
+    # Content writes per installation per minute, across all workers (GitHub's limit is 80).
+    reqdrive_github_writes_per_minute: int = Field(default=79, ge=1, le=80)
 
     @model_validator(mode="after")
     def _private_key_sources_exclusive(self) -> Self:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.support.github_http import FakeGitHub, fake_github_context
 from tests.support.redis_db import claimed_database, redis_server
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -58,3 +59,10 @@ def isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     )
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture
+def fake_github() -> Iterator[FakeGitHub]:
+    """GitHub's API stood in by `responses`; every request checked against its OpenAPI
+    description when the test ends."""
+    yield from fake_github_context()

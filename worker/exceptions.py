@@ -46,3 +46,7 @@ class ResumeError(ReqdriveError):
 
 class RunCancelled(ReqdriveError):
     """The run was stopped (Ctrl-C, /reqdrive cancel) before it had a plan to work on."""
+
+
+class SandboxUnavailable(ReqdriveError):
+    """No sandbox can be made on this machine; the message says how to get one or opt out."""

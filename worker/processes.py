@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from worker.redact import LineRedactor, Redactor
+from worker.sandbox import Sandbox
 
 LOG = logging.getLogger(__name__)
 MARK_VAR = "REQDRIVE_PROCESS_MARK"
@@ -55,15 +56,22 @@ def run_process(
     stdin_path: Path | None = None,
     grace_s: float = 5.0,
     cancel: threading.Event | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ProcessOutcome:
-    """Run argv with exactly env (plus a marker), stream it redacted to log_path, stop it all."""
+    """Run argv with exactly env (plus a marker), stream it redacted to log_path, stop it all.
+
+    With a sandbox, argv runs inside it with cwd writable and env passed in (bwrap itself
+    carries only the marker).
+    """
     mark = uuid.uuid4().hex
-    child_env = {**env, MARK_VAR: mark}
+    command, child_env = list(argv), {**env, MARK_VAR: mark}
+    if sandbox is not None:
+        command, child_env = sandbox.wrap(argv, cwd=cwd, env=child_env, keep=(MARK_VAR,))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with _stdin(stdin_path) as stdin, log_path.open("a", encoding="utf-8") as log:
         proc = subprocess.Popen(
-            list(argv),
+            command,
             cwd=cwd,
             env=child_env,
             stdin=stdin,

@@ -1,0 +1,195 @@
+"""The bubblewrap sandbox every agent call and gate runs in: its worktree, nothing else."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+
+from worker.exceptions import SandboxUnavailable
+
+LOG = logging.getLogger(__name__)
+
+# The merged-/usr links of a Debian-like system; on a system without merged /usr they are real
+# folders and are bound read-only instead.
+USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# What programs need of /etc: the dynamic linker's cache, Debian's alternatives (awk, java),
+# CA certificates, name resolution and the user database. Not all of /etc: it holds the
+# system git config (which could point hooks anywhere), shadow, ssh host keys, and files such
+# as npmrc or pip.conf that often carry registry tokens.
+ETC_ENTRIES = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl",
+    "pki",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "resolv.conf",
+    "hosts",
+    "host.conf",
+    "nsswitch.conf",
+    "gai.conf",
+    "passwd",
+    "group",
+    "localtime",
+    "timezone",
+    "mime.types",
+    "os-release",
+    "debian_version",
+    "protocols",
+    "services",
+)
+CHECK_TIMEOUT_S = 30.0
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`) on a Linux host or "
+    "container that allows user namespaces (or run the worker as root), or set "
+    "REQDRIVE_SANDBOX=off to accept running agents unconfined"
+)
+
+
+class SandboxMode(StrEnum):
+    """REQDRIVE_SANDBOX: `on` confines every agent call and gate, `off` runs them bare."""
+
+    ON = "on"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How a process is confined: bubblewrap, these paths visible, everything else absent.
+
+    `readonly` are toolchains (a language's install, the agent CLI's folder); `writable` the
+    worktree, the call's HOME and hand-over folder; `files` single read-only files (the
+    prompt). The process gets exactly the environment run_process gives it; bwrap itself is
+    started with none, because the sandbox's PID 1 keeps bwrap's environment.
+    """
+
+    readonly: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    bwrap: str = "bwrap"
+    share_net: bool = True
+    extra_args: tuple[str, ...] = field(default=())
+
+    def bind(self, *, writable: Iterable[Path] = (), readonly: Iterable[Path] = ()) -> Sandbox:
+        """The same sandbox with more paths visible (a call's worktree, HOME, prompt)."""
+        return replace(
+            self,
+            writable=(*self.writable, *(Path(p) for p in writable)),
+            readonly=(*self.readonly, *(Path(p) for p in readonly)),
+        )
+
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        keep: Iterable[str] = (),
+    ) -> tuple[list[str], dict[str, str]]:
+        """The bwrap command line running argv in cwd with env, and bwrap's own environment.
+
+        `keep` names variables bwrap itself carries too (a process marker, never a secret).
+        """
+        bwrap = shutil.which(self.bwrap) or self.bwrap
+        args = [bwrap, *self._namespaces(), *_system_mounts()]
+        args += self._call_mounts(cwd)
+        for name, value in env.items():
+            args += ["--setenv", name, value]
+        args += ["--chdir", str(cwd), *self.extra_args, "--", *argv]
+        return args, {name: env[name] for name in keep if name in env}
+
+    def check(self) -> None:
+        """Start an empty sandbox once; SandboxUnavailable says why none can be made here."""
+        if shutil.which(self.bwrap) is None:
+            raise SandboxUnavailable(f"no sandbox: {self.bwrap} is not installed; {INSTALL_HINT}")
+        argv, env = self.wrap(["true"], cwd=Path("/"), env={"PATH": "/usr/bin:/bin"})
+        try:
+            done = subprocess.run(
+                argv, env=env, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            why = f"no sandbox: bwrap failed ({error}); {INSTALL_HINT}"
+            raise SandboxUnavailable(why) from None
+        if done.returncode != 0:
+            why = done.stderr.strip()[-500:] or f"exit code {done.returncode}"
+            raise SandboxUnavailable(f"no sandbox: bwrap cannot start here ({why}); {INSTALL_HINT}")
+
+    def _namespaces(self) -> list[str]:
+        # --new-session: no TIOCSTI into a terminal; --die-with-parent and the PID namespace:
+        # when the call ends, its PID 1 ends and the kernel kills everything left inside
+        # (setsid, `env -i`, a double fork), whatever environment it kept.
+        args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        if not self.share_net:
+            args.append("--unshare-net")
+        return args
+
+    def _call_mounts(self, cwd: Path) -> list[str]:
+        """The call's own paths, parents before children so a child bind is not hidden."""
+        binds = [(p, "--ro-bind-try") for p in self.readonly]
+        binds += [(p, "--bind") for p in (cwd, *self.writable)]
+        args: list[str] = []
+        seen: set[Path] = set()
+        for path, option in sorted(binds, key=lambda b: (len(b[0].parts), b[1] == "--bind")):
+            if path in seen:
+                continue
+            seen.add(path)
+            args += [option, str(path), str(path)]
+        return args
+
+
+def _system_mounts() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in USR_LINKS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ETC_ENTRIES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # Fresh, empty and private to this sandbox: not the host's shared /tmp.
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]  # noqa: S108
+    return args
+
+
+def tool_paths(executable: str, path_var: str) -> list[Path]:
+    """What must be visible to start `executable` from PATH: the folder it is found in, and
+    where it really lives (an npm-installed CLI is a link into its package's node_modules,
+    whose dependencies it needs too)."""
+    found = shutil.which(executable, path=path_var)
+    if found is None:
+        return []
+    where = Path(found).absolute()
+    real = where.resolve()
+    paths = [where.parent]
+    modules = [p for p in real.parents if p.name == "node_modules"]
+    paths.append(modules[-1] if modules else real.parent)
+    return paths
+
+
+def make_sandbox(mode: SandboxMode | str, readonly: Iterable[Path] = ()) -> Sandbox | None:
+    """The sandbox a setting asks for (None for off), checked to work here."""
+    if SandboxMode(mode) is SandboxMode.OFF:
+        LOG.warning(
+            "agents run UNCONFINED: REQDRIVE_SANDBOX=off; an agent can read this process's "
+            "files, environment and credentials",
+            extra={"sandbox": "off"},
+        )
+        return None
+    sandbox = Sandbox(readonly=tuple(Path(p) for p in readonly))
+    sandbox.check()
+    return sandbox
+
+
+def readonly_paths(value: str | None) -> list[Path]:
+    """REQDRIVE_SANDBOX_READONLY: extra toolchain folders, separated like PATH."""
+    return [Path(p) for p in (value or "").split(os.pathsep) if p.strip()]

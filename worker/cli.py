@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--work-dir", type=Path, help="default $REQDRIVE_WORK_DIR or <repo>/.reqdrive"
     )
     parser.add_argument("--base", help="base branch (default: the branch checked out)")
+    parser.add_argument(
+        "--gate-path",
+        help="PATH the checks run with, e.g. .venv/bin:/usr/bin:/bin to pick their python "
+        "(default $REQDRIVE_GATE_PATH, else your PATH)",
+    )
     return parser
 
 
@@ -142,6 +147,7 @@ def _spec(args: argparse.Namespace) -> RunSpec:
         agent_command=args.agent_command,
         secrets=tuple(v for k, v in env.items() if SECRET_ENV_RE.search(k) and v),
         source_env=env,
+        gate_path=args.gate_path or env.get("REQDRIVE_GATE_PATH") or None,
     )
 
 

@@ -17,11 +17,10 @@ from worker.agents import (
     AgentOutcome,
     AgentRunner,
     AgentSettings,
-    agent_environment,
     make_runner,
 )
 from worker.delivery import run_result, write_delivery
-from worker.gates import GateResult, GateSpec, gate_specs, run_gates
+from worker.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates
 from worker.judging import (
     KEPT,
     Verdict,
@@ -90,6 +89,8 @@ class RunSpec:
     credentials: GitCredentials | None = None
     secrets: tuple[str, ...] = ()
     source_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # PATH for the gates (the operator's interpreter and tools first); default source_env's.
+    gate_path: str | None = None
 
 
 class Pipeline:
@@ -281,7 +282,10 @@ class Pipeline:
             settings, redactor=self.redactor, source_env=self.spec.source_env
         )
         self.home.mkdir(parents=True, exist_ok=True)
-        self.gate_env = agent_environment(self.home, self.spec.source_env, redactor=self.redactor)
+        # The checks get no credential, the agent's API key included, and the operator's PATH.
+        self.gate_env = gate_environment(
+            self.home / "gates", self.spec.source_env, path=self.spec.gate_path
+        )
         self.gates: list[GateSpec] = gate_specs(
             config.test_command, config.lint_command, config.gates
         )

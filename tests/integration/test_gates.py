@@ -13,7 +13,14 @@ import pytest
 from pydantic import ValidationError
 
 from tests.support.processes import running
-from worker.gates import GateResult, GateSpec, gate_specs, run_gates
+from worker.gates import (
+    GateResult,
+    GateSpec,
+    TestStatus,
+    gate_environment,
+    gate_specs,
+    run_gates,
+)
 from worker.redact import REDACTED, Redactor
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
@@ -121,6 +128,95 @@ def test_junit_results_name_the_failed_tests(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "out" / "iteration-1.gates.json").read_text())
     assert saved[0]["failedTests"] == ["test_sample::test_broken"]
     assert (tmp_path / "out" / "iteration-1.tests.junit.xml").is_file()
+
+
+SKIPPING_TESTS = (
+    SAMPLE_TESTS
+    + """
+import pytest
+
+@pytest.mark.skip(reason="later")
+def test_later():
+    pass
+"""
+)
+
+
+def test_pytest_reports_per_test_results_without_being_asked(tmp_path: Path) -> None:
+    # A plain `pytest` command, no junit option and no config change: the worker asks pytest
+    # for the report itself, so every test id is known, with its status and failure output.
+    (tmp_path / "test_sample.py").write_text(SKIPPING_TESTS)
+    command = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider test_sample.py"
+    [result] = run(tmp_path, [gate("tests", command)])
+    assert result.tests == {
+        "test_sample::test_ok": TestStatus.PASSED,
+        "test_sample::test_broken": TestStatus.FAILED,
+        "test_sample::test_later": TestStatus.SKIPPED,
+    }
+    assert "assert (1 + 1) == 3" in result.failures["test_sample::test_broken"]
+    assert "no per-test results" not in result.output_tail  # not asked for: nothing to say
+
+
+def test_a_gate_that_runs_no_pytest_has_no_per_test_results(tmp_path: Path) -> None:
+    [result] = run(tmp_path, [gate("lint", "echo clean")])
+    assert result.passed and result.tests is None
+    assert result.output_tail == "clean\n"
+
+
+def test_a_runner_that_names_its_report_path_is_read_from_there(tmp_path: Path) -> None:
+    # As `gotestsum --junitfile reports/junit.xml` or cargo nextest's junit.path would.
+    xml = (
+        '<testsuites><testsuite><testcase classname="pkg" name="TestAdd"/>'
+        '<testcase classname="pkg" name="TestSub"><failure message="got 3">want 2</failure>'
+        "</testcase></testsuite></testsuites>"
+    )
+    (tmp_path / "reports").mkdir()
+    # A report left in the worktree (by the agent, or an earlier run) never stands in.
+    (tmp_path / "reports" / "junit.xml").write_text(xml.replace("<failure", "<skipped"))
+    write = f"printf '%s' {shlex.quote(xml)} > reports/junit.xml; exit 1"
+    stale = gate("stale", "exit 1", junit="reports/junit.xml")
+    [result] = run(tmp_path, [gate("go", write, junit="reports/junit.xml")])
+    assert result.tests == {"pkg::TestAdd": TestStatus.PASSED, "pkg::TestSub": TestStatus.FAILED}
+    assert result.failures["pkg::TestSub"] == "got 3\nwant 2"
+    assert (tmp_path / "out" / "iteration-1.go.junit.xml").read_text() == xml
+    [missing] = run(tmp_path, [stale])
+    assert missing.tests is None
+    assert "no per-test results: iteration-1.stale.junit.xml was not written" in missing.output_tail
+
+
+@pytest.mark.parametrize("path", ["/tmp/junit.xml", "../junit.xml", "a/../../junit.xml", " "])
+def test_a_report_path_must_stay_inside_the_repository(path: str) -> None:
+    with pytest.raises(ValidationError, match="inside the repository"):
+        gate("tests", "true", junit=path)
+
+
+def test_gates_run_without_credentials_and_with_the_operators_path(tmp_path: Path) -> None:
+    worker_env = {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "ANTHROPIC_API_KEY": "sk-ant-not-for-gates",
+        "GITHUB_TOKEN": TOKEN,
+        "REDIS_URL": "redis://:pw@127.0.0.1/0",
+    }
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    python = tools / "python"
+    python.write_text("#!/bin/sh\necho chosen interpreter\n")
+    python.chmod(0o755)
+    env = gate_environment(tmp_path / "home", worker_env, path=f"{tools}:/usr/bin:/bin")
+    assert sorted(env) == ["HOME", "LANG", "PATH", "TMPDIR"]
+    [result] = run_gates(
+        [gate("tests", "python; env")],
+        cwd=tmp_path,
+        env=env,
+        output_dir=tmp_path / "out",
+        label="baseline",
+        redactor=Redactor(),
+    )
+    assert result.output_tail.startswith("chosen interpreter\n")
+    for value in ("sk-ant-not-for-gates", TOKEN, "redis://"):
+        assert value not in result.output_tail
+    assert gate_environment(tmp_path / "h2", worker_env)["PATH"] == "/usr/bin:/bin"
 
 
 def test_missing_or_broken_junit_means_no_per_test_results(tmp_path: Path) -> None:

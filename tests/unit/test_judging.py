@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.gates import GateResult
+from worker.gates import GateResult, TestStatus
 from worker.judging import fail_fast_on, reference_gates, story_state
 from worker.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 
@@ -17,7 +17,7 @@ def gate(passed: bool, failed: list[str] | None = None) -> GateResult:
         exit_code=0 if passed else 1,
         timed_out=False,
         duration_s=0.1,
-        failed_tests=failed,
+        tests=None if failed is None else dict.fromkeys(failed, TestStatus.FAILED),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from worker.gates import GateResult
+from worker.gates import GateResult, TestStatus
 from worker.reporting import ConsoleReporter, render_pr_body
 from worker.state import (
     AttemptOutcome,
@@ -24,7 +24,7 @@ def gate(name: str, passed: bool, failed: list[str] | None = None) -> GateResult
         exit_code=0 if passed else 1,
         timed_out=False,
         duration_s=1.0,
-        failed_tests=failed,
+        tests=None if failed is None else dict.fromkeys(failed, TestStatus.FAILED),
     )
 
 

@@ -42,8 +42,7 @@ sys.path.insert(0, str(ROOT))
 from bot.replay import signature  # noqa: E402
 from tests.support.redis_db import claimed_database, redis_server  # noqa: E402
 
-SHARED = Path(os.environ.get("REQDRIVE_SHARED_DIR", ROOT.parent / "shared"))
-LABELED_EXAMPLE = SHARED / "github" / "webhook-examples" / "issues" / "labeled.payload.json"
+LABELED_EXAMPLE = ROOT / "tests/fixtures/github/webhooks/issues/labeled.payload.json"
 PROBOT_APP = Path(__file__).resolve().parent / "probot_app"
 SECRET = "bench-webhook-secret"  # noqa: S105 - a loopback bench's own secret
 TRIGGER_LABEL = "reqdrive"

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
 
 from tests.support.github_http import FakeGitHub, fake_github_context
 from tests.support.redis_db import claimed_database, redis_server
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-if not SHARED.exists():  # a CI clone sits beside shared/ too, but allow an override
-    SHARED = Path(os.environ.get("REQDRIVE_SHARED_DIR", "../shared")).resolve()
-WEBHOOK_EXAMPLES = SHARED / "github" / "webhook-examples"
 
 
 @pytest.fixture(scope="session")

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WEBHOOK_EXAMPLES
 from tests.support.ports import closed_port, free_port
+from tests.support.webhooks import EXAMPLES
 
 pytestmark = pytest.mark.e2e
 
 REQDRIVE = str(Path(sys.executable).parent / "reqdrive")
-LABELED = WEBHOOK_EXAMPLES / "issues" / "labeled.payload.json"
+LABELED = EXAMPLES / "issues" / "labeled.payload.json"
 SECRET = "e2e-replay-secret"
 START_TIMEOUT_S = 90.0
 

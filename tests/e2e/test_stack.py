@@ -24,13 +24,13 @@ from rq import Queue
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
-from tests.conftest import WEBHOOK_EXAMPLES
 from tests.support.ports import closed_port, free_port
+from tests.support.webhooks import EXAMPLES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REQDRIVE = str(Path(sys.executable).parent / "reqdrive")
-LABELED = WEBHOOK_EXAMPLES / "issues" / "labeled.payload.json"
+LABELED = EXAMPLES / "issues" / "labeled.payload.json"
 LABELED_NAME = "bug"  # the label that example adds; made the trigger label below
 SECRET = "e2e-stack-secret"
 # Generous bounds so a busy machine only slows a test down; none of them is asserted on.

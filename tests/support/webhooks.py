@@ -1,4 +1,4 @@
-"""Webhook deliveries for tests: shared example payloads, GitHub's signature, schema checks."""
+"""Webhook deliveries for tests: GitHub's example payloads, its signature, schema checks."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
 from bot.replay import signature
-from tests.conftest import SHARED, WEBHOOK_EXAMPLES
 
-EXAMPLES = WEBHOOK_EXAMPLES
-SCHEMAS = SHARED / "github" / "webhook-schemas" / "api.github.com"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "github"
+EXAMPLES = FIXTURES / "webhooks"  # octokit/webhooks' examples, <event>/<name>, byte for byte
+SCHEMAS = FIXTURES / "webhook-schemas"  # and the JSON Schemas they validate against
 SECRET = "test-webhook-secret"
 
 
 def example_bytes(event: str, name: str) -> bytes:
-    """The exact bytes of a shared example, e.g. ("issues", "labeled.payload.json")."""
+    """The exact bytes of an example, e.g. ("issues", "labeled.payload.json")."""
     return (EXAMPLES / event / name).read_bytes()
 
 
@@ -123,7 +123,7 @@ def comment(
         p["comment"]["body"] = body
         p["comment"]["user"]["login"], p["comment"]["user"]["type"] = user
         if on_pull_request:
-            # No shared example comments on a PR; GitHub marks such an "issue" like this.
+            # No example of octokit's comments on a PR; GitHub marks such an "issue" like this.
             url = p["repository"]["url"] + f"/pulls/{p['issue']['number']}"
             p["issue"]["pull_request"] = {
                 "url": url,

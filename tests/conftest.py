@@ -1,4 +1,5 @@
-"""Fixtures shared by every test: a real Redis database of our own, isolated git."""
+"""Fixtures shared by every test: a real Redis database of our own, isolated git, checked GitHub
+calls."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+import responses
 
+from tests.support.github_api import validated_responses
 from tests.support.github_http import FakeGitHub, fake_github_context
 from tests.support.redis_db import claimed_database, redis_server
 
@@ -59,3 +62,11 @@ def fake_github() -> Iterator[FakeGitHub]:
     """GitHub's API stood in by `responses`; every request checked against its OpenAPI
     description when the test ends."""
     yield from fake_github_context()
+
+
+@pytest.fixture
+def github_responses() -> Iterator[responses.RequestsMock]:
+    """`responses` standing in for GitHub; every request is checked against GitHub's OpenAPI
+    description at teardown, so a request GitHub would refuse fails the test that sent it."""
+    with validated_responses() as rsps:
+        yield rsps

@@ -495,6 +495,7 @@ class Pipeline:
     ) -> AttemptRecord:
         """Commit what the agent left, run the gates on it, keep the commit if they allow."""
         cp, path, iteration = self.cp, self.worktree.path, base["iteration"]
+        self.cache.check_worktree(self.worktree)  # its own repository and branch, nothing else
         run_git(["commit", "--quiet", "--no-verify", "-m", _story_subject(record)], cwd=path)
         commit = head_sha(path)
         label = self.folder.gates_label(iteration)

@@ -48,9 +48,40 @@ PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy
 # Our own GIT_CONFIG_* pairs are appended to any the caller already set; never inherit these.
 CONFIG_ENV_RE = re.compile(r"^GIT_CONFIG_(COUNT|KEY_\d+|VALUE_\d+|PARAMETERS)$")
 
-# The mirror's config is reachable from every worktree (.git points into it), so an agent can
-# plant hooks or an fsmonitor there; reqdrive's own git commands never run repository code.
-PROTECTIVE_CONFIG = (("core.hooksPath", os.devnull), ("core.fsmonitor", "false"))
+# Config given on every one of reqdrive's own git commands, above any file: an agent that got
+# at a config file (the mirror's, unsandboxed) or left a .gitattributes naming a filter, a
+# hook or a signing program must not run code in the worker's git, nor change its identity.
+# Command-line config cannot remove an `include.path` or a `filter.<x>.clean` from a file, so
+# the files themselves are only ones reqdrive wrote: no system config, an empty global one,
+# and the mirror's config rewritten (_write_config).
+PROTECTIVE_CONFIG = (
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("core.attributesFile", os.devnull),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("push.gpgSign", "false"),
+    ("user.name", COMMITTER_NAME),
+    ("user.email", COMMITTER_EMAIL),
+)
+# Variables that would point the worker's git at another repository, index or object store.
+REPOSITORY_VARIABLES = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_NAMESPACE",
+        "GIT_CEILING_DIRECTORIES",
+        "GIT_CONFIG",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_ATTR_SOURCE",
+    }
+)
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SLUG_SEPARATOR_RE = re.compile(r"[^a-z0-9]+")
@@ -91,6 +122,28 @@ class Worktree:
     base_ref: str
     base_sha: str
     resumed: bool
+    # The checkout's own git folder in the mirror, from the mirror's records: the worker's
+    # git names it explicitly and never follows the checkout's `.git` file.
+    git_dir: Path | None = None
+
+    @property
+    def mirror(self) -> Path | None:
+        return None if self.git_dir is None else self.git_dir.parent.parent
+
+
+# Checkouts whose git folder the worker knows from its own records: run_git names that folder
+# and the work tree explicitly for any command run in them, so a `.git` file the agent
+# rewrote (pointing at another repository, or at the user's own checkout) is never read.
+_TRUSTED_GIT_DIRS: dict[Path, Path] = {}
+
+
+def trust_worktree(path: Path, git_dir: Path) -> None:
+    """Run every later git command in `path` against `git_dir`, whatever `path/.git` says."""
+    _TRUSTED_GIT_DIRS[path.absolute()] = git_dir
+
+
+def forget_worktree(path: Path) -> None:
+    _TRUSTED_GIT_DIRS.pop(path.absolute(), None)
 
 
 def run_git(
@@ -107,6 +160,9 @@ def run_git(
     `env` adds variables to the allowlisted environment. On a non-zero exit (with `check`) or
     a timeout, raises GitError carrying the command and stderr, with credentials redacted.
     """
+    git_dir = _TRUSTED_GIT_DIRS.get(Path(cwd).absolute())
+    if git_dir is not None:
+        args = [f"--git-dir={git_dir}", f"--work-tree={Path(cwd).absolute()}", *args]
     try:
         proc = _start_git(args, cwd, _git_env(credentials, env))
     except OSError as error:  # no git on PATH, or cwd is gone
@@ -156,6 +212,10 @@ def _git_error(
 def _git_env(credentials: GitCredentials | None, extra: Mapping[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if _inherited(k)}
     env.update(extra or {})
+    # No config file but the repository's own (which reqdrive writes): the system and global
+    # ones may name hooks, filters, includes or URL rewrites nobody reviewed for this.
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    env["GIT_CONFIG_GLOBAL"] = os.devnull
     # A missing or wrong credential must fail at once, not wait for someone to type a password.
     env["GIT_TERMINAL_PROMPT"] = "0"
     env["LC_ALL"] = "C"  # stable English messages, which corruption detection reads
@@ -167,7 +227,7 @@ def _git_env(credentials: GitCredentials | None, extra: Mapping[str, str] | None
 
 
 def _inherited(name: str) -> bool:
-    if CONFIG_ENV_RE.match(name):
+    if CONFIG_ENV_RE.match(name) or name in REPOSITORY_VARIABLES:
         return False
     return (
         name in ENV_ALLOWLIST
@@ -320,7 +380,27 @@ class RepositoryCache:
         remote_head = self._remote_branch_sha(mirror, branch)
         if self._checkout(mirror, path, branch, remote_head or base_sha):
             self._set_lease(path, remote_head)
-        return Worktree(path, branch, base_name, base_sha, resumed=remote_head is not None)
+        git_dir = _TRUSTED_GIT_DIRS[path.absolute()]
+        resumed = remote_head is not None
+        return Worktree(path, branch, base_name, base_sha, resumed=resumed, git_dir=git_dir)
+
+    def check_worktree(self, worktree: Worktree) -> None:
+        """Before a commit or push: the checkout is this cache's, on the run's branch, and its
+        repository's config is the one reqdrive wrote; WorkspaceError if anything else."""
+        mirror, path = worktree.mirror, worktree.path
+        if mirror is None or mirror.parent != self.mirrors_dir:
+            raise WorkspaceError(f"{path} is not a worktree of this repository cache")
+        admin = self._admin_dir(mirror, path)
+        if admin is None or admin != worktree.git_dir:
+            raise WorkspaceError(f"the repository records of {path} changed; refusing to go on")
+        trust_worktree(path, admin)
+        _write_config(mirror, self._verified_remote_url(mirror))
+        head = self._git(["symbolic-ref", "--quiet", "HEAD"], path, check=False)
+        if head != f"refs/heads/{worktree.branch}":
+            raise WorkspaceError(
+                f"{path} is on {head or 'a detached HEAD'}, not on the run's branch "
+                f"{worktree.branch}; refusing to commit or push"
+            )
 
     def push(
         self,
@@ -330,11 +410,13 @@ class RepositoryCache:
         force_with_lease: bool = True,
     ) -> str:
         """Push the worktree's HEAD to its branch; the lease is the remote head we last saw."""
-        mirror = self._mirror_of(worktree.path)
+        mirror = self._mirror_of(worktree)
         remote_url = self._verified_remote_url(mirror)
-        sha = head_sha(worktree.path)
         ref = f"refs/heads/{worktree.branch}"
         with mirror_lock(mirror):
+            if worktree.git_dir is not None:
+                self.check_worktree(worktree)
+            sha = head_sha(worktree.path)
             _write_config(mirror, remote_url)
             args = ["push", "--no-verify"]
             if force_with_lease:
@@ -356,8 +438,9 @@ class RepositoryCache:
         that is already gone does nothing (its stale branch is reset by the next prepare).
         """
         if not worktree.path.exists():
+            forget_worktree(worktree.path)
             return
-        mirror = self._mirror_of(worktree.path)
+        mirror = self._mirror_of(worktree)
         with mirror_lock(mirror):
             if not self._park(mirror, worktree.path):
                 self._drop_worktree(mirror, worktree.path)
@@ -467,7 +550,35 @@ class RepositoryCache:
         self._check_branch_free(mirror, branch)
         if not self._take_spare(mirror, path, branch, start):
             self._git(["worktree", "add", "--quiet", "-B", branch, str(path), start], mirror)
+            self._trust(mirror, path)
         return True
+
+    def _admin_dir(self, mirror: Path, path: Path) -> Path | None:
+        """The checkout's git folder in the mirror, found from the mirror's own records (each
+        names its checkout in `gitdir`), never from the checkout's `.git` file."""
+        target = str(path.absolute() / ".git")
+        admin_root = mirror / "worktrees"
+        for admin in sorted(admin_root.iterdir()) if admin_root.is_dir() else ():
+            try:
+                recorded = (admin / "gitdir").read_text(encoding="utf-8").strip()
+            except OSError:
+                continue
+            if recorded == target:
+                return admin
+        return None
+
+    def _trust(self, mirror: Path, path: Path) -> Path:
+        """Name the checkout's git folder for every later command, and put its `.git` file
+        back as git wrote it (an unsandboxed agent may have pointed it elsewhere)."""
+        admin = self._admin_dir(mirror, path)
+        if admin is None:
+            raise WorkspaceError(f"{path} is not a registered worktree of {mirror}")
+        trust_worktree(path, admin)
+        git_file = path / ".git"
+        if git_file.is_symlink() or git_file.is_dir():
+            raise WorkspaceError(f"{git_file} was replaced; the worktree is rebuilt next time")
+        git_file.write_text(f"gitdir: {admin}\n", encoding="utf-8")
+        return admin
 
     def _lease(self, path: Path) -> str | None:
         sha = self._git(["rev-parse", "--verify", "--quiet", LEASE_REF], path, check=False)
@@ -486,6 +597,7 @@ class RepositoryCache:
         if not path.exists() or len(kept) >= self.spares_per_mirror:
             return False
         try:
+            self._trust(mirror, path)
             # Detaching frees the run's branch; --force drops what the run left uncommitted, and
             # -x too: nothing a run built or ignored may leak into the next one.
             self._git(["checkout", "--quiet", "--force", "--detach"], path)
@@ -493,8 +605,10 @@ class RepositoryCache:
             spares.mkdir(parents=True, exist_ok=True)
             target = spares / f"{path.name}-{uuid.uuid4().hex[:8]}"
             self._git(["worktree", "move", str(path), str(target)], mirror)
-        except GitError:
+        except (GitError, WorkspaceError):
             return False
+        finally:
+            forget_worktree(path)
         return True
 
     def _take_spare(self, mirror: Path, path: Path, branch: str, start: str) -> bool:
@@ -509,11 +623,11 @@ class RepositoryCache:
                 self._drop_worktree(mirror, spare)  # not a worktree of this mirror any more
                 continue
             try:
+                self._trust(mirror, path)
                 # No clean here: the spare was cleaned (-x too) when it was parked, under this
-                # lock; whatever could write into it since could write into the mirror as well,
-                # so agents are kept apart by user or container, not by a second clean.
+                # lock; agents never see the spares (the sandbox binds only their own checkout).
                 self._git(["checkout", "--quiet", "--force", "-B", branch, start], path)
-            except GitError:
+            except (GitError, WorkspaceError):
                 self._drop_worktree(mirror, path)
                 return False
             return True
@@ -524,13 +638,15 @@ class RepositoryCache:
 
     def _is_worktree_on(self, mirror: Path, path: Path, branch: str) -> bool:
         try:
-            common = self._git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
+            self._trust(mirror, path)
             current = self._git(["symbolic-ref", "--quiet", "HEAD"], path)
-        except GitError:
+        except (GitError, WorkspaceError):
+            forget_worktree(path)
             return False
-        return Path(common).resolve() == mirror.resolve() and current == f"refs/heads/{branch}"
+        return current == f"refs/heads/{branch}"
 
     def _drop_worktree(self, mirror: Path, path: Path) -> None:
+        forget_worktree(path)
         if path.exists():
             self._git(["worktree", "remove", "--force", "--force", str(path)], mirror, check=False)
             shutil.rmtree(path, ignore_errors=True)  # not a registered worktree, or half-made
@@ -563,12 +679,15 @@ class RepositoryCache:
         if ok != branch or branch.startswith("-"):
             raise WorkspaceError(f"{branch!r} is not a valid branch name")
 
-    def _mirror_of(self, path: Path) -> Path:
+    def _mirror_of(self, worktree: Worktree) -> Path:
         """The mirror a worktree belongs to, refusing one outside this cache."""
-        common = run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=path)
-        mirror = Path(common).resolve()
+        mirror = worktree.mirror
+        if mirror is None:  # a Worktree made by hand: ask git, through the checkout
+            path = worktree.path
+            common = run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=path)
+            mirror = Path(common).resolve()
         if mirror.parent != self.mirrors_dir.resolve():
-            raise WorkspaceError(f"{path} is not a worktree of this repository cache")
+            raise WorkspaceError(f"{worktree.path} is not a worktree of this repository cache")
         return mirror
 
     def _verified_remote_url(self, mirror: Path) -> str:

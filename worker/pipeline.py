@@ -338,6 +338,7 @@ class Pipeline:
             model=self.agent_settings.model,
         )
         outcome = self.runner.run(call, cancel=self.cancel)
+        self.cache.secure(self.worktree)  # before any git of ours reads what it may have planted
         self.folder.sweep()
         cp.cost_usd += outcome.cost_usd or 0.0
         return outcome
@@ -379,6 +380,7 @@ class Pipeline:
             fail_fast=fail_fast,
             cancel=self.cancel,
         )
+        self.cache.secure(self.worktree)  # the gates ran the agent's code
         # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.
         run_git(["reset", "--hard", "--quiet"], cwd=self.worktree.path)
         run_git(["clean", "-ffd", "--quiet"], cwd=self.worktree.path)

@@ -125,6 +125,7 @@ class Worktree:
     # The checkout's own git folder in the mirror, from the mirror's records: the worker's
     # git names it explicitly and never follows the checkout's `.git` file.
     git_dir: Path | None = None
+    remote_url: str = ""
 
     @property
     def mirror(self) -> Path | None:
@@ -382,19 +383,29 @@ class RepositoryCache:
             self._set_lease(path, remote_head)
         git_dir = _TRUSTED_GIT_DIRS[path.absolute()]
         resumed = remote_head is not None
-        return Worktree(path, branch, base_name, base_sha, resumed=resumed, git_dir=git_dir)
+        return Worktree(
+            path, branch, base_name, base_sha, resumed, git_dir=git_dir, remote_url=remote_url
+        )
+
+    def secure(self, worktree: Worktree) -> None:
+        """After the agent or a gate ran: the checkout's `.git` file and its repository's
+        config back as reqdrive wrote them, so nothing they planted reaches the worker's git
+        (unsandboxed they could write both); WorkspaceError if the mirror's records changed."""
+        mirror, path = worktree.mirror, worktree.path
+        if mirror is None or mirror.parent != self.mirrors_dir:
+            raise WorkspaceError(f"{path} is not a worktree of this repository cache")
+        if mirror_name(worktree.remote_url) != mirror.name:
+            raise WorkspaceError(f"{path} does not belong to {worktree.remote_url}")
+        with mirror_lock(mirror):
+            if self._trust(mirror, path) != worktree.git_dir:
+                raise WorkspaceError(f"the repository records of {path} changed; refusing to go on")
+            _write_config(mirror, worktree.remote_url)
 
     def check_worktree(self, worktree: Worktree) -> None:
         """Before a commit or push: the checkout is this cache's, on the run's branch, and its
         repository's config is the one reqdrive wrote; WorkspaceError if anything else."""
-        mirror, path = worktree.mirror, worktree.path
-        if mirror is None or mirror.parent != self.mirrors_dir:
-            raise WorkspaceError(f"{path} is not a worktree of this repository cache")
-        admin = self._admin_dir(mirror, path)
-        if admin is None or admin != worktree.git_dir:
-            raise WorkspaceError(f"the repository records of {path} changed; refusing to go on")
-        trust_worktree(path, admin)
-        _write_config(mirror, self._verified_remote_url(mirror))
+        self.secure(worktree)
+        path = worktree.path
         head = self._git(["symbolic-ref", "--quiet", "HEAD"], path, check=False)
         if head != f"refs/heads/{worktree.branch}":
             raise WorkspaceError(
@@ -413,9 +424,9 @@ class RepositoryCache:
         mirror = self._mirror_of(worktree)
         remote_url = self._verified_remote_url(mirror)
         ref = f"refs/heads/{worktree.branch}"
+        if worktree.git_dir is not None:
+            self.check_worktree(worktree)
         with mirror_lock(mirror):
-            if worktree.git_dir is not None:
-                self.check_worktree(worktree)
             sha = head_sha(worktree.path)
             _write_config(mirror, remote_url)
             args = ["push", "--no-verify"]

@@ -26,7 +26,7 @@ def common_dir() -> str:
 def evil_program(tmp_path: Path, marker: Path) -> Path:
     """A program that leaves a mark when anything runs it, and passes its input through."""
     program = tmp_path / "evil.sh"
-    program.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\ncat\n")
+    program.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat\n')
     program.chmod(0o755)
     return program
 

@@ -260,6 +260,9 @@ class RepoClient:
 
         return self.read(get)
 
+    def branch_sha(self, branch: str) -> str:
+        return self.read(lambda: self.repo.get_branch(branch).commit.sha)
+
     def find_comment(self, number: int, marker: str) -> IssueComment | None:
         """The comment on an issue or PR that carries `marker`, if any."""
 

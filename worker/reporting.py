@@ -125,7 +125,8 @@ def _summary(result: RunResult) -> str:
         lines.append("\n**Ready for review**: every story passed and the final checks are green.")
     else:
         lines.append(f"\n**Draft**: {_inline(result.draft_reason or 'not every check passed')}.")
-    lines.append(f"Stopped because: {result.stop_reason}.")
+    if result.stop_reason is not None:
+        lines.append(f"Stopped because: {result.stop_reason}.")
     return "\n".join(lines)
 
 

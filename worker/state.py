@@ -226,7 +226,7 @@ class RunResult(BaseModel):
     remaining_tests: list[str] = Field(default_factory=list)
     ready: bool
     draft_reason: str | None = None
-    stop_reason: StopReason
+    stop_reason: StopReason | None = None  # None while the run is still going (a PR mid-run)
     cost_usd: float = 0.0
     duration_s: float = 0.0
     run_dir: str = ""

@@ -81,6 +81,7 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.commit_comments: list[dict[str, Any]] = []
         self.tokens: list[dict[str, Any]] = []
+        self.branch_heads: dict[tuple[str, str], str] = {}
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.numbers = itertools.count(1)
@@ -226,6 +227,14 @@ def _token(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
 @_route("GET", REPO)
 def _repo(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     return gh.repos.get(m["repo"]) or (404, {"message": "Not Found"})
+
+
+@_route("GET", REPO + r"/branches/(?P<branch>.+)")
+def _branch(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
+    sha = gh.branch_heads.get((m["repo"], m["branch"]))
+    if sha is None:
+        return 404, {"message": "Branch not found"}
+    return {"name": m["branch"], "protected": False, "commit": {"sha": sha, "url": ""}}
 
 
 @_route("GET", REPO + r"/collaborators/(?P<user>[^/]+)/permission")

@@ -1,0 +1,202 @@
+"""Run the engine for one RunRecord: lock, heartbeat, cancel flag, pipeline, GitHub reporter."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from rq import get_current_job
+
+from bot.auth import RUN_PERMISSIONS
+from bot.github import RepoClient
+from bot.reporter import GitHubReporter, Outcome
+from bot.runs import HEARTBEAT_TTL_S, RunRecord
+from bot.runtime import Runtime
+from worker.exceptions import RepoConfigError
+from worker.pipeline import Pipeline, Requirement, RunSpec
+from worker.state import RunResult, RunStatus, StoryState
+from worker.workspace import GitCredentials
+
+log = logging.getLogger(__name__)
+
+LOCK_KEY = "reqdrive:lock:{repo}:{source}"
+BEAT_EVERY_S = 10.0
+CANCEL_POLL_S = 1.0
+
+
+class AlreadyRunning(Exception):  # an answer, not a fault
+    """Another job holds this requirement's run."""
+
+
+@contextmanager
+def run_lock(rt: Runtime, record: RunRecord) -> Iterator[None]:
+    """One job per repository and requirement, on any machine; the heartbeat keeps it, so a
+    killed worker's lock lapses with its heartbeat."""
+    key = LOCK_KEY.format(repo=record.repo.lower(), source=record.source)
+    if not rt.conn.set(key, record.run_id, nx=True, ex=HEARTBEAT_TTL_S):
+        raise AlreadyRunning(record.run_id)
+    try:
+        yield
+    finally:
+        rt.conn.delete(key)
+
+
+class Monitor(threading.Thread):
+    """Beats the run's heartbeat (and its lock) and turns a cancel flag into the cancel event."""
+
+    def __init__(self, rt: Runtime, record: RunRecord, cancel: threading.Event) -> None:
+        super().__init__(name=f"reqdrive-monitor-{record.run_id}", daemon=True)
+        self.rt, self.record, self.cancel = rt, record, cancel
+        self.stopping = threading.Event()
+        self.lock_key = LOCK_KEY.format(repo=record.repo.lower(), source=record.source)
+
+    def run(self) -> None:
+        ticks = 0
+        while not self.stopping.wait(CANCEL_POLL_S if ticks else 0):
+            try:
+                if ticks % int(BEAT_EVERY_S / CANCEL_POLL_S) == 0:
+                    self.rt.records.beat(self.record.run_id)
+                    self.rt.conn.expire(self.lock_key, HEARTBEAT_TTL_S)
+                if self.rt.records.cancel_requested(self.record.run_id):
+                    self.cancel.set()
+            except Exception:  # Redis away for a moment: the next tick tries again
+                log.warning("heartbeat failed", extra={"run_id": self.record.run_id})
+            ticks += 1
+
+
+def reset_stories(rt: Runtime, run_id: str, story_ids: Sequence[str] | None) -> list[str]:
+    """Make stories runnable again (attempts reset; the plan, branch and other stories kept):
+    the named ones, or every story that did not pass. Returns the ids reset."""
+    cp = rt.checkpoints.load(run_id)
+    if cp is None:
+        return []
+    wanted = set(story_ids or [])
+    reset = []
+    for story in cp.stories:
+        if (story.id in wanted) if wanted else story.state is not StoryState.PASSED:
+            story.state, story.attempts, story.commit = StoryState.PENDING, [], None
+            reset.append(story.id)
+    if reset:
+        cp.stop_reason, cp.status = None, RunStatus.RUNNING
+        cp.iteration = min(cp.iteration, len(cp.stories))
+        rt.checkpoints.save(cp)
+    return reset
+
+
+def execute(
+    rt: Runtime,
+    client: RepoClient,
+    record: RunRecord,
+    *,
+    labels: Sequence[str] = (),
+    plan_only: bool = False,
+    note: str | None = None,
+) -> RunResult | None:
+    """Run the engine for `record` under its lock, reporting on GitHub; None if it failed."""
+    cancel = threading.Event()
+    job = get_current_job()
+    record.job_id = job.id if job else record.job_id
+    rt.records.save(record)
+    reporter_class = PlanReporter if plan_only else GitHubReporter
+    reporter = reporter_class(
+        client, record, rt.records, checkpoints=rt.checkpoints, labels=labels,
+        on_meta=_meta_saver(record), fallback_sha=lambda: client.branch_sha(record.base_branch),
+    )  # fmt: skip
+    if note:
+        reporter.note(note)
+    if plan_only:
+        reporter.cancel_after_plan = cancel  # type: ignore[attr-defined]
+    monitor = Monitor(rt, record, cancel)
+    with run_lock(rt, record):
+        monitor.start()
+        try:
+            pipeline = Pipeline(_spec(rt, record), reporter=reporter, checkpoints=rt.checkpoints,
+                                cancel=cancel)  # fmt: skip
+            return pipeline.run()
+        except Exception as error:
+            log.exception("run failed", extra={"run_id": record.run_id})
+            step = getattr(pipeline, "step", "start") if "pipeline" in locals() else "start"
+            conclusion = Outcome.ACTION_REQUIRED if isinstance(error, RepoConfigError) else (
+                Outcome.FAILURE)  # fmt: skip
+            reporter.run_failed(str(step), str(error) or type(error).__name__,
+                                conclusion=conclusion)  # fmt: skip
+            return None
+        finally:
+            monitor.stopping.set()
+            monitor.join()
+            rt.records.ended(record.run_id)
+            rt.records.clear_cancel(record.run_id)
+            _rerun_if_asked(rt, record)
+
+
+def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
+    settings = rt.settings
+    token = rt.app.auth.token(record.installation_id, record.repo, RUN_PERMISSIONS)
+    secrets = [token]
+    for secret in (settings.github_webhook_secret, settings.github_private_key):
+        if secret is not None:
+            secrets.append(secret.get_secret_value())
+    return RunSpec(
+        run_id=record.run_id,
+        requirement=Requirement(
+            text=record.text, source=record.source, slug=record.slug, repo_path=record.repo_path
+        ),
+        remote_url=record.clone_url,
+        work_dir=settings.reqdrive_work_dir,
+        base_ref=record.base_branch,
+        agent_command=settings.reqdrive_agent_command,
+        credentials=GitCredentials(token),
+        secrets=tuple(secrets),
+    )
+
+
+def _meta_saver(record: RunRecord) -> Any:
+    job = get_current_job()
+
+    def save(values: dict[str, object]) -> None:
+        if job is None:
+            return
+        job.meta.update({"run_id": record.run_id, "repo": record.repo,
+                         "requirement": record.source, **values})  # fmt: skip
+        job.save_meta()  # type: ignore[no-untyped-call]
+
+    save({})
+    return save
+
+
+def _rerun_if_asked(rt: Runtime, record: RunRecord) -> None:
+    """A push edited the requirement while this run ran: run the new text now."""
+    if record.job_id is None:
+        return
+    raw = rt.records.take_rerun(record.job_id)
+    if raw is None:
+        return
+    arguments = json.loads(raw)
+    rt.queue.enqueue("bot.jobs.run_requirement", kwargs=arguments,
+                     job_timeout=int(rt.settings.reqdrive_job_timeout_hours * 3600))  # fmt: skip
+    log.info("requirement changed during the run; queued again", extra={"run_id": record.run_id})
+
+
+class PlanReporter(GitHubReporter):
+    """`/reqdrive plan`: stop once the plan is ready and post it for review."""
+
+    cancel_after_plan: threading.Event
+
+    def plan_ready(self, stories: Any) -> None:
+        super().plan_ready(stories)
+        self.cancel_after_plan.set()
+
+    def story_started(self, story: Any, attempt: int, iteration: int) -> None:
+        pass
+
+    def run_finished(self, result: RunResult) -> None:
+        self.ended = True
+        self.progress.stories = list(result.stories)
+        self.progress.status = "📋 Plan ready for review; nothing was built yet."
+        self.progress.ending = ["Comment `/reqdrive run` to build these stories."]
+        self._comment()
+        self._save()

@@ -1,0 +1,338 @@
+"""The RQ jobs end to end: a delivery's job → GitHub (stood in by responses) and a real git remote."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+from rq import Queue, SimpleWorker
+from rq.serializers import JSONSerializer
+
+from bot import runtime
+from bot.jobs import run_requirement
+from bot.runs import RERUN_KEY, RunRecords
+from bot.settings import load_settings
+from tests.integration.test_pipeline import git, implement, prd, project_factory
+from tests.support.github_http import API, FakeGitHub, private_key_pem
+from worker.requests import JobKind, RunRequest
+from worker.state import RedisCheckpointStore, StoryState
+
+REPO = "octo/demo"
+QUEUE = "reqdrive-test"
+
+
+@dataclass
+class Scene:
+    """A repository on a bare remote, GitHub faked around it, and a worker runtime."""
+
+    gh: FakeGitHub
+    conn: redis.Redis
+    remote: Path
+    tmp: Path
+    project: Any
+    sleeps: list[float]
+
+    @property
+    def queue(self) -> Queue:
+        return Queue(QUEUE, connection=self.conn, serializer=JSONSerializer)
+
+    def scenario(self, data: dict[str, Any]) -> None:
+        self.project.scenario(data)
+
+    def enqueue(self, kind: JobKind, **fields: Any) -> str:
+        function = {JobKind.RUN: "run_requirement", JobKind.RETRY: "retry_stories",
+                    JobKind.PLAN: "plan_requirement", JobKind.CANCEL: "cancel_run",
+                    JobKind.STATUS: "report_status", JobKind.HELP: "reply_help"}[kind]  # fmt: skip
+        values: dict[str, Any] = {"delivery_id": f"d-{time.time_ns()}", "repo": REPO,
+                                  "installation_id": 7, "sender": "alice", **fields}  # fmt: skip
+        request = RunRequest(kind=kind, **values)
+        job = self.queue.enqueue(f"bot.jobs.{function}", kwargs=request.model_dump(mode="json"))
+        return str(job.id)
+
+    def work(self) -> None:
+        worker = SimpleWorker([self.queue], connection=self.conn, serializer=JSONSerializer)
+        worker.work(burst=True)
+
+    def records(self) -> RunRecords:
+        return RunRecords(self.conn)
+
+
+@pytest.fixture
+def scene(
+    tmp_path: Path, fake_github: FakeGitHub, redis_conn: redis.Redis, redis_url: str
+) -> Scene:
+    config = {"agent": {"runner": "command", "timeout": 60}}
+    project = project_factory(tmp_path)(config=config)
+    head = git(project.remote, "rev-parse", "main")
+    source = tmp_path / "source"
+    fake_github.add_repo(REPO, str(project.remote))
+    fake_github.branch_heads[(REPO, "main")] = head
+    for ref in ("main", head):
+        fake_github.set_file(REPO, ref, ".github/reqdrive.yml",
+                             (source / ".github/reqdrive.yml").read_text())  # fmt: skip
+    fake_github.set_role(REPO, "alice", "write")
+    scenario = tmp_path / "scenario.json"
+    settings = load_settings(
+        github_webhook_secret="test-secret",
+        github_app_id=42,
+        github_private_key=private_key_pem(),
+        github_api_url=API,
+        redis_url=redis_url,
+        reqdrive_queue=QUEUE,
+        reqdrive_work_dir=project.work_dir,
+        reqdrive_agent_command=project.agent_command(scenario),
+        reqdrive_github_request_interval_s=0,
+        reqdrive_github_write_interval_s=0,
+    )
+    sleeps: list[float] = []
+    runtime.configure(settings, redis_conn, sleep=sleeps.append)
+    return Scene(fake_github, redis_conn, project.remote, tmp_path, project, sleeps)
+
+
+def three_stories() -> dict[str, Any]:
+    return {
+        "plan": [{"prd": prd(3)}],
+        "stories": {f"US-00{n}": [implement(n)] for n in (1, 2, 3)},
+    }
+
+
+def progress_comments(gh: FakeGitHub, number: int) -> list[dict[str, Any]]:
+    return [c for c in gh.comments_on(REPO, number) if "reqdrive:progress" in c["body"]]
+
+
+def test_label_reacts_comments_in_place_opens_a_draft_then_marks_it_ready(scene: Scene) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build features one to three.")
+    scene.scenario(three_stories())
+
+    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
+    scene.work()
+
+    assert gh.reactions[0] == {"issue": issue, "content": "eyes"}
+    assert gh.writes()[0].path.endswith(f"/issues/{issue}/reactions")  # 👀 before anything else
+    [comment] = progress_comments(gh, issue)
+    edits = [c for c in gh.calls if c.method == "PATCH" and c.path.endswith(f"/{comment['id']}")]
+    assert len(edits) >= 4  # one comment, edited in place as the run goes
+    assert "✅ Done" in comment["body"] and "US-003" in comment["body"]
+    [pull] = gh.pulls_of(REPO)
+    opened = next(c for c in gh.calls if c.method == "POST" and c.path.endswith("/pulls"))
+    assert opened.body["draft"] is True and opened.body["head"] == pull["head"]["ref"]
+    assert pull["draft"] is False
+    assert f"Closes #{issue}" in pull["body"] and "<!-- reqdrive:run " in pull["body"]
+    assert "### Stories" in pull["body"] and "### Checks" in pull["body"]
+    assert [label["name"] for label in pull["labels"]] == ["agent-generated"]
+    head = git(scene.remote, "rev-parse", pull["head"]["ref"])
+    final = [r for r in gh.check_runs_of(REPO) if r["head_sha"] == head]
+    assert [(r["status"], r["conclusion"]) for r in final] == [("completed", "success")]
+    created = [c for c in gh.calls if c.method == "POST" and c.path.endswith("/check-runs")]
+    assert created[0].body["status"] == "in_progress"
+    assert all(r["status"] == "completed" for r in gh.check_runs_of(REPO))
+
+
+def test_a_commenter_with_read_or_triage_gets_one_reply_and_nothing_runs(scene: Scene) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build.")
+    gh.set_role(REPO, "bob", "triage")
+    scene.scenario(three_stories())
+
+    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue, sender="bob",
+                  comment_id=555)  # fmt: skip
+    scene.work()
+
+    [reply] = gh.comments_on(REPO, issue)
+    assert "`write` access" in reply["body"] and "`triage`" in reply["body"]
+    assert gh.pulls_of(REPO) == [] and not (scene.tmp / "calls.log").exists()
+
+
+def test_a_bots_comment_does_nothing_at_all(scene: Scene) -> None:
+    issue = scene.gh.add_issue(REPO, "Features", "Build.")
+
+    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue,
+                  sender="reqdrive[bot]", comment_id=9)  # fmt: skip
+    scene.work()
+
+    assert scene.gh.writes() == []
+
+
+def test_an_invalid_config_gets_one_comment_naming_the_key_and_no_run(scene: Scene) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build.")
+    gh.set_file(REPO, "main", ".github/reqdrive.yml", "maxIterations: many\ncolour: blue\n")
+
+    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
+    scene.work()
+
+    [comment] = gh.comments_on(REPO, issue)
+    assert "maxIterations" in comment["body"] and "colour" in comment["body"]
+    [check] = gh.check_runs_of(REPO)
+    assert check["conclusion"] == "action_required"
+    assert gh.pulls_of(REPO) == []
+
+
+def test_a_push_of_a_req_file_opens_a_pr_and_an_edit_updates_the_same_pr(scene: Scene) -> None:
+    gh, path = scene.gh, "docs/requirements/REQ-001-demo.md"
+    head = git(scene.remote, "rev-parse", "main")
+    gh.set_file(REPO, head, path, "# REQ-001\nBuild features one to four.\n")
+    scene.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+
+    scene.enqueue(JobKind.RUN, requirement=path, head_sha=head)
+    scene.work()
+    gh.set_file(REPO, "edited", path, "# REQ-001\nBuild feature one, better.\n")
+    scene.enqueue(JobKind.RUN, requirement=path, head_sha="edited")
+    scene.work()
+
+    [pull] = gh.pulls_of(REPO)
+    assert f"`{path}`" in pull["body"]
+    pr_comments = progress_comments(gh, pull["number"])
+    assert len(pr_comments) == 2  # one per run (two texts), both on the one PR
+    posts = [c for c in gh.calls if c.method == "POST" and c.path.endswith("/pulls")]
+    assert len(posts) == 1
+
+
+def test_a_push_outside_the_requirements_folder_is_dropped(scene: Scene) -> None:
+    scene.enqueue(JobKind.RUN, requirement="notes/REQ-9.md", head_sha="abc")
+    scene.work()
+
+    assert scene.gh.writes() == []
+
+
+def test_an_empty_req_file_gets_one_clear_comment_and_no_run(scene: Scene) -> None:
+    gh, path = scene.gh, "docs/requirements/REQ-002-empty.md"
+    gh.set_file(REPO, "abc123", path, "  \n\n")
+
+    scene.enqueue(JobKind.RUN, requirement=path, head_sha="abc123")
+    scene.work()
+
+    [comment] = gh.commit_comments
+    assert "is empty" in comment["body"] and comment["commit_id"] == "abc123"
+    assert gh.pulls_of(REPO) == []
+
+
+def test_retry_one_story_reruns_only_that_story_and_updates_pr_comment_and_check(
+    scene: Scene,
+) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build features one to three.")
+    broken = implement(3, correct=False)
+    scene.scenario({"plan": [{"prd": prd(3)}],
+                    "stories": {"US-001": [implement(1)], "US-002": [implement(2)],
+                                "US-003": [broken, broken, broken, implement(3)]}})  # fmt: skip
+    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
+    scene.work()
+    [pull] = gh.pulls_of(REPO)
+    assert pull["draft"] is True
+    assert "/reqdrive retry US-003" in progress_comments(gh, issue)[0]["body"]
+    calls_before = scene.project.calls()
+    scene.scenario({"stories": {"US-003": [implement(3)]}})  # the agent gets it right this time
+
+    scene.enqueue(JobKind.RETRY, issue_number=pull["number"], story_id="US-003", comment_id=77)
+    scene.work()
+
+    assert scene.project.calls()[len(calls_before) :] == ["US-003 1"]
+    [pull] = gh.pulls_of(REPO)
+    assert pull["draft"] is False and "**3 of 3**" in pull["body"]
+    assert "✅ Done" in progress_comments(gh, issue)[0]["body"]
+    head = git(scene.remote, "rev-parse", pull["head"]["ref"])
+    assert [r["conclusion"] for r in gh.check_runs_of(REPO) if r["head_sha"] == head] == ["success"]
+
+
+def test_github_answering_502_twice_then_200_still_completes_the_run(scene: Scene) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build feature one.")
+    scene.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    gh.fail("POST", r"/pulls$", 502, times=2)
+    gh.fail("PATCH", r"/issues/comments/", 502, times=2)
+
+    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
+    scene.work()
+
+    [pull] = gh.pulls_of(REPO)
+    assert pull["draft"] is False
+    assert "✅ Done" in progress_comments(gh, issue)[0]["body"]
+
+
+def test_status_and_help_reply_once_each(scene: Scene) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build feature one.")
+    scene.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
+    scene.work()
+
+    scene.enqueue(JobKind.STATUS, requirement=f"ISSUE-{issue}", issue_number=issue, comment_id=1)
+    scene.enqueue(JobKind.HELP, requirement=f"ISSUE-{issue}", issue_number=issue, comment_id=2)
+    scene.work()
+
+    replies = [c["body"] for c in gh.comments_on(REPO, issue) if "reqdrive:reply" in c["body"]]
+    assert len(replies) == 2
+    assert "finished" in replies[0] and "US-001" in replies[0]
+    assert "/reqdrive retry US-003" in replies[1]
+
+
+def test_cancel_during_a_run_stops_the_agent_and_leaves_a_draft(scene: Scene) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build features one and two.")
+    pids = scene.tmp / "pids"
+    scene.scenario({"plan": [{"prd": prd(2)}],
+                    "stories": {"US-001": [implement(1)],
+                                "US-002": [{"hang": 120, "pids_file": str(pids)}]}})  # fmt: skip
+    request = RunRequest(
+        kind=JobKind.RUN,
+        delivery_id="d1",
+        repo=REPO,
+        installation_id=7,
+        sender="alice",
+        requirement=f"ISSUE-{issue}",
+        issue_number=issue,
+    )
+    # The run job in a thread of this process, where the responses stand-in reaches it.
+    worker = threading.Thread(target=run_requirement, kwargs=request.model_dump(mode="json"))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not pids.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pids.exists(), "the agent never started US-002"
+
+    scene.enqueue(JobKind.CANCEL, requirement=f"ISSUE-{issue}", issue_number=issue, comment_id=3)
+    cancel_worker = SimpleWorker([scene.queue], connection=scene.conn, serializer=JSONSerializer)
+    cancel_worker.work(burst=True)
+    worker.join(timeout=90)
+
+    assert not worker.is_alive()
+    from tests.support.processes import running
+
+    assert not any(running(int(p)) for p in pids.read_text().split())
+    [pull] = gh.pulls_of(REPO)
+    assert pull["draft"] is True
+    body = progress_comments(gh, issue)[0]["body"]
+    assert "Cancelled" in body
+    cp = RedisCheckpointStore(scene.conn).load(scene.records().for_source(REPO, f"ISSUE-{issue}")
+                                               .run_id)  # type: ignore[union-attr]  # fmt: skip
+    assert cp is not None and cp.story("US-001").state is StoryState.PASSED
+    assert [r["conclusion"] for r in gh.check_runs_of(REPO)][-1] == "cancelled"
+
+
+def test_an_edit_pushed_while_the_run_runs_is_run_again_on_the_new_text(scene: Scene) -> None:
+    gh, path = scene.gh, "docs/requirements/REQ-001-demo.md"
+    head = git(scene.remote, "rev-parse", "main")
+    gh.set_file(REPO, head, path, "# REQ-001\nBuild features one to four.\n")
+    gh.set_file(REPO, "edited", path, "# REQ-001\nNew text.\n")
+    scene.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    job_id = scene.enqueue(JobKind.RUN, requirement=path, head_sha=head)
+    newer = RunRequest(kind=JobKind.RUN, delivery_id="d2", repo=REPO, installation_id=7,
+                       sender="alice", requirement=path, head_sha="edited")  # fmt: skip
+    # What intake stores when the edit arrives while the job above is running.
+    scene.conn.set(RERUN_KEY.format(job_id=job_id), json.dumps(newer.model_dump(mode="json")))
+
+    scene.work()
+
+    runs = {scene.records().for_source(REPO, path).text}  # type: ignore[union-attr]
+    assert runs == {"# REQ-001\nNew text.\n"}
+    assert len(gh.pulls_of(REPO)) == 1
+    assert scene.conn.get(RERUN_KEY.format(job_id=job_id)) is None

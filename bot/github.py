@@ -357,8 +357,14 @@ class RepoClient:
 
     def add_labels(self, pull: PullRequest, labels: Iterable[str]) -> None:
         names = list(labels)
-        if names:
-            self.write(lambda: pull.add_to_labels(*names))
+        if not names:
+            return
+        # PullRequest.add_to_labels sends a bare JSON array; GitHub's description documents
+        # the {"labels": [...]} object, so the request is made as documented.
+        url = f"/repos/{self.full_name}/issues/{pull.number}/labels"
+        self.write(
+            lambda: self.gh.requester.requestJsonAndCheck("POST", url, input={"labels": names})
+        )
 
     def set_draft(self, pull: PullRequest, draft: bool) -> None:
         """Draft ↔ ready, which only GraphQL can change (`<base>/graphql`)."""

@@ -1,4 +1,4 @@
-"""The RQ jobs end to end: a delivery's job → GitHub (stood in by responses) and a real git remote."""
+"""The RQ jobs end to end: a job → GitHub (stood in by responses) and a real git remote."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import redis
-import yaml
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 

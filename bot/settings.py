@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Self
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.exceptions import ConfigurationError
@@ -20,6 +20,9 @@ ENV_NAMES = {
     "github_api_url": "GITHUB_API_URL",
 }
 
+
+# The schemes redis-py's from_url understands.
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 # What each required variable is, for the message that asks for it.
 FIELD_HELP = {
@@ -54,6 +57,20 @@ class Settings(BaseSettings):
     # Content writes per installation per minute, across all workers (GitHub's limit is 80).
     reqdrive_github_writes_per_minute: int = Field(default=79, ge=1, le=80)
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url_has_a_scheme(cls, value: str | None) -> str | None:
+        # Checked here, once, instead of redis-py's ValueError traceback in every process.
+        # The value is not repeated: it may hold a password.
+        if not value:
+            return None  # REDIS_URL= in a .env: unset
+        if not value.startswith(REDIS_SCHEMES):
+            raise ValueError(
+                "must start with redis://, rediss:// or unix:// (for example "
+                "redis://127.0.0.1:6379/0); unset it to use the default"
+            )
+        return value
+
     @model_validator(mode="after")
     def _private_key_sources_exclusive(self) -> Self:
         if self.github_private_key is not None and self.github_private_key_path is not None:
@@ -85,7 +102,12 @@ def _describe(exc: ValidationError) -> str:
         if error["type"] == "missing" or field in FIELD_HELP:
             lines.append(f"  set {name}: {FIELD_HELP.get(field, 'required')}")
         elif name:
-            lines.append(f"  {name}: {error['msg']}")
+            lines.append(f"  {name}: {_message(error['msg'])}")
         else:
-            lines.append(f"  {error['msg']}")
+            lines.append(f"  {_message(error['msg'])}")
     return "\n".join(lines)
+
+
+def _message(text: str) -> str:
+    # pydantic prefixes the text of a ValueError raised by a validator.
+    return text.removeprefix("Value error, ")

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from dotenv import load_dotenv
 
-from bot.embedded_redis import EmbeddedRedis, redis_answers
+from bot.embedded_redis import EmbeddedRedis
 from bot.exceptions import ConfigurationError
 from bot.settings import load_settings
+from bot.startup import StackLock, app_credentials_problem, ensure_port_free, ensure_redis_answers
 
 POLL_S = 0.2
 STOP_S = 10.0
@@ -58,18 +59,32 @@ def run_stack(host: str, port: int, grace_s: float) -> int:
     """
     load_dotenv(Path.cwd() / ".env", override=False)  # real environment variables win
     settings = load_settings()
-    _adopt_orphans()
+    problem = app_credentials_problem(settings)
+    if problem is not None and problem[0]:
+        raise ConfigurationError(problem[1])
     work_dir = settings.reqdrive_work_dir
+    # One stack per folder: a second would share the embedded Redis's socket and data file.
+    lock = StackLock(work_dir)
+    lock.acquire(f"webhook URL http://{host}:{port}/webhook")
+    try:
+        ensure_port_free(host, port)
+        if settings.redis_url:
+            ensure_redis_answers(settings.redis_url, configured=True, command="up")
+        if problem is not None:
+            print(f"reqdrive up: warning: {problem[1]}", file=sys.stderr, flush=True)
+        _adopt_orphans()
+        return _run(settings.redis_url, work_dir, host, port, grace_s)
+    finally:
+        lock.release()
+
+
+def _run(redis_url: str | None, work_dir: Path, host: str, port: int, grace_s: float) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     embedded: EmbeddedRedis | None = None
     children: list[Child] = []
     with _stop_requested() as stop:
         try:
-            if settings.redis_url:
-                if not redis_answers(settings.redis_url):
-                    # The URL may hold a password, so it is named, not printed.
-                    raise ConfigurationError("the Redis at REDIS_URL does not answer")
-            else:
+            if not redis_url:
                 # Absolute: redis-server changes into its --dir before opening its log file.
                 embedded = EmbeddedRedis(work_dir.resolve() / "redis", append_only=True)
                 env["REDIS_URL"] = embedded.start()

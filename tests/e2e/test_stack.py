@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -205,6 +206,39 @@ def test_up_with_embedded_redis_serves_queues_and_stops_everything_on_ctrl_c(
     assert _group_gone(pids["web"])  # the web server and its workers
     assert _group_gone(pids["worker"])  # the RQ worker, its scheduler and any work horse
     assert _process_gone(pids["redis"])
+    # No App id or key in this .env: up says what that means instead of starting silently.
+    assert "warning: GITHUB_APP_ID and GITHUB_PRIVATE_KEY" in up.stderr
+
+
+def test_a_second_up_in_the_same_folder_refuses_and_leaves_the_first_alone(
+    stack_dir: Path,
+) -> None:
+    with running_up(stack_dir, _clean_env()) as up:
+        _wait_healthy(up)
+        socket_path = stack_dir / ".reqdrive" / "redis" / "redis.sock"
+        second = _reqdrive("up", "--port", str(free_port()), env=_clean_env(), cwd=stack_dir)
+        assert second.returncode == 2
+        assert "reqdrive up is already running in this folder" in second.stderr
+        assert f"pid {up.process.pid}" in second.stderr
+        assert "Traceback" not in second.stderr
+        # The first stack still has its Redis and still takes deliveries.
+        assert socket_path.exists()
+        replayed = _replay(stack_dir, up.port, "issues", LABELED)
+        assert replayed.stdout.startswith("202"), replayed.stdout
+        assert _stop(up, "sigterm") == 0
+    # Stopped, it no longer holds the folder.
+    assert (stack_dir / ".reqdrive" / "up.lock").read_text() == ""
+
+
+def test_up_on_a_port_in_use_refuses_before_starting_anything(stack_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = _reqdrive("up", "--port", port, env=_clean_env(), cwd=stack_dir)
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
+    assert not (stack_dir / ".reqdrive" / "redis").exists()
 
 
 def test_ctrl_c_lets_the_worker_shut_down_warm_before_redis_stops(stack_dir: Path) -> None:
@@ -319,7 +353,8 @@ def test_up_refuses_a_redis_url_that_does_not_answer(stack_dir: Path) -> None:
         env = _clean_env(REDIS_URL=f"redis://127.0.0.1:{redis_port}/0")
         result = _reqdrive("up", "--port", str(free_port()), env=env, cwd=stack_dir)
     assert result.returncode != 0
-    assert "REDIS_URL" in result.stderr
+    assert "the Redis at REDIS_URL does not answer" in result.stderr
+    assert "unset REDIS_URL and `reqdrive up` starts an embedded Redis" in result.stderr
     assert "Traceback" not in result.stderr
 
 

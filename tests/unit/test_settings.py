@@ -43,3 +43,21 @@ def test_both_private_key_sources_is_an_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("GITHUB_PRIVATE_KEY_PATH", "/nonexistent.pem")
     with pytest.raises(ConfigurationError, match="not both"):
         load_settings()
+
+
+@pytest.mark.parametrize("url", ["cache.internal:6380", "localhost", "http://cache.internal:6380"])
+def test_a_redis_url_without_a_scheme_says_which_it_needs_without_repeating_it(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("REDIS_URL", url)
+    with pytest.raises(ConfigurationError) as error:
+        load_settings()
+    assert "REDIS_URL: must start with redis://, rediss:// or unix://" in str(error.value)
+    assert url not in str(error.value)
+
+
+def test_an_empty_redis_url_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("REDIS_URL", "")
+    assert load_settings().redis_url is None

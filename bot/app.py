@@ -12,6 +12,7 @@ from redis.retry import Retry
 
 from bot.enqueue import Enqueuer
 from bot.intake import Answer, Intake, WebhookEndpoint, encode
+from bot.logs import configure_logging
 from bot.settings import Settings, load_settings
 from bot.triggers import TriggerContext
 
@@ -23,7 +24,9 @@ REDIS_SOCKET_TIMEOUT_S = 2.0
 
 def create_app(settings: Settings | None = None) -> Flask:
     """The Flask app; with no settings they are read from the environment (the server's factory)."""
-    settings = settings if settings is not None else load_settings()
+    if settings is None:  # the web server's own process: its logs are ours to configure
+        settings = load_settings()
+        configure_logging(settings.reqdrive_log_format, settings.reqdrive_log_level)
     connection = redis_connection(settings.redis_url or DEFAULT_REDIS_URL)
     timeout_s = math.ceil(settings.reqdrive_job_timeout_hours * 3600)
     intake = Intake(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from bot.exceptions import ConfigurationError
+from bot.logs import configure_logging
 from bot.settings import load_settings
 from bot.startup import (
     app_credentials_problem,
@@ -143,18 +145,20 @@ def _worker(args: argparse.Namespace) -> int:
     from bot.app import DEFAULT_REDIS_URL  # the worker reads the Redis the web process writes
 
     settings = load_settings()
+    configure_logging(settings.reqdrive_log_format, settings.reqdrive_log_level)
     problem = app_credentials_problem(settings)
     if problem is not None:
         if problem[0]:
             raise ConfigurationError(problem[1])
-        print(f"reqdrive worker: warning: {problem[1]}", file=sys.stderr, flush=True)
+        logging.getLogger("bot.worker").warning(problem[1])
     url = settings.redis_url or DEFAULT_REDIS_URL
     ensure_redis_answers(url, configured=settings.redis_url is not None, command="worker")
     # No socket timeout, unlike the web's client: the worker blocks on the queue on purpose.
     connection = redis.Redis.from_url(url)
     # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.
     worker = Worker([settings.reqdrive_queue], connection=connection, serializer=JSONSerializer)
-    worker.work(burst=args.burst, with_scheduler=True, logging_level="INFO")
+    # RQ adds no handler of its own when the root logger has ours (configure_logging).
+    worker.work(burst=args.burst, with_scheduler=True, logging_level=settings.reqdrive_log_level)
     return 0
 
 

@@ -155,8 +155,10 @@ def _accepted_answer(event: Event, accepted: Accepted) -> Answer:
     if accepted.duplicate:
         log.info("duplicate delivery", extra={"delivery_id": event.delivery_id})
         return Answer(200, {"duplicate": True, "job_ids": job_ids, "jobs": jobs})
-    log.info("delivery queued", extra={"delivery_id": event.delivery_id, "event": event.name,
-                                       "job_ids": job_ids})  # fmt: skip
+    for job in accepted.jobs:  # one line per job, so a job id found in the worker's log leads here
+        log.info("job queued", extra={"delivery_id": event.delivery_id, "job_id": job.id,
+                                      "event": event.name, "kind": job.kind,
+                                      "coalesced": job.coalesced})  # fmt: skip
     return Answer(202, {"job_ids": job_ids, "jobs": jobs})
 
 

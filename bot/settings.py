@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -50,12 +50,25 @@ class Settings(BaseSettings):
     reqdrive_app_slug: str | None = None
     reqdrive_job_timeout_hours: float = Field(default=6.0, gt=0)
     reqdrive_queue: str = "reqdrive"
+    # Logs (bot/logs.py): JSON lines, or readable text; unset, text on a terminal, else JSON.
+    reqdrive_log_format: Literal["json", "text"] | None = None
+    reqdrive_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # The GitHub client (bot/github.py): per-call timeout, and PyGithub's pacing of requests.
     reqdrive_github_timeout_s: float = Field(default=15.0, gt=0)
     reqdrive_github_request_interval_s: float = Field(default=0.25, ge=0)
     reqdrive_github_write_interval_s: float = Field(default=1.0, ge=0)
     # Content writes per installation per minute, across all workers (GitHub's limit is 80).
     reqdrive_github_writes_per_minute: int = Field(default=79, ge=1, le=80)
+
+    @field_validator("reqdrive_log_format", mode="before")
+    @classmethod
+    def _format_any_case(cls, value: object) -> object:
+        return (value.strip().lower() or None) if isinstance(value, str) else value
+
+    @field_validator("reqdrive_log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: object) -> object:
+        return (value.strip().upper() or "INFO") if isinstance(value, str) else value
 
     @field_validator("redis_url")
     @classmethod

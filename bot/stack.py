@@ -20,6 +20,7 @@ from dotenv import load_dotenv
 
 from bot.embedded_redis import EmbeddedRedis
 from bot.exceptions import ConfigurationError
+from bot.logs import configure_logging
 from bot.settings import load_settings
 from bot.startup import StackLock, app_credentials_problem, ensure_port_free, ensure_redis_answers
 
@@ -29,6 +30,7 @@ STOP_S = 10.0
 # duplicates), so the one that asks for a cold shutdown waits this long after the first.
 RQ_SIGNAL_DEBOUNCE_S = 1.2
 LOG_TAIL_LINES = 10
+LOG_FORMAT_VARIABLE = "REQDRIVE_LOG_FORMAT"
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
@@ -59,6 +61,7 @@ def run_stack(host: str, port: int, grace_s: float) -> int:
     """
     load_dotenv(Path.cwd() / ".env", override=False)  # real environment variables win
     settings = load_settings()
+    configure_logging(settings.reqdrive_log_format, settings.reqdrive_log_level)
     problem = app_credentials_problem(settings)
     if problem is not None and problem[0]:
         raise ConfigurationError(problem[1])
@@ -80,6 +83,8 @@ def run_stack(host: str, port: int, grace_s: float) -> int:
 
 def _run(redis_url: str | None, work_dir: Path, host: str, port: int, grace_s: float) -> int:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # The children log to files a developer reads (tail -f): readable lines unless told otherwise.
+    env.setdefault(LOG_FORMAT_VARIABLE, "text")
     embedded: EmbeddedRedis | None = None
     children: list[Child] = []
     with _stop_requested() as stop:

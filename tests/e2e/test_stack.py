@@ -199,6 +199,11 @@ def test_up_with_embedded_redis_serves_queues_and_stops_everything_on_ctrl_c(
         # The worker took the job off the queue the web process put it on.
         job_id = json.loads(body)["job_ids"][0]
         _wait_for_text(stack_dir / ".reqdrive" / "logs" / "worker.log", job_id)
+        # The web log is readable text with times and ids: one "job queued" line per job.
+        web_log = stack_dir / ".reqdrive" / "logs" / "web.log"
+        _wait_for_text(web_log, f"job_id={job_id}")
+        [queued] = [line for line in web_log.read_text().splitlines() if "job queued" in line]
+        assert queued[:2] == "20" and "INFO bot.intake: job queued delivery_id=" in queued
 
         code = _stop(up, "ctrl-c")
 

@@ -1,0 +1,110 @@
+"""Logs carry their ids: JSON or text lines, the intake's "job queued", a job's own id."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+import redis
+from rq import Queue, SimpleWorker
+from rq.serializers import JSONSerializer
+
+from bot.app import create_app
+from bot.logs import configure_logging
+from bot.settings import load_settings
+from tests.support import webhooks
+
+LOGGER = "tests.integration.test_logs"
+
+
+def log_inside_a_job(**_: object) -> str:
+    """An RQ job that logs the way an engine module does, without naming its job."""
+    logging.getLogger(LOGGER).info("working", extra={"run_id": "issue-1-x", "story_id": "US-002"})
+    return "done"
+
+
+@pytest.fixture
+def captured() -> Iterator[io.StringIO]:
+    """The root logger configured by configure_logging into a buffer; restored afterwards."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    yield stream
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+
+
+def _lines(stream: io.StringIO) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+
+
+def test_json_lines_carry_time_level_message_and_every_extra_field(captured: io.StringIO) -> None:
+    assert configure_logging(None, "INFO", captured) == "json"  # not a terminal: JSON
+    logging.getLogger("bot.x").warning("run failed", extra={"run_id": "r1", "step": "gates"})
+    [line] = _lines(captured)
+    assert line["level"] == "WARNING" and line["logger"] == "bot.x"
+    assert line["message"] == "run failed"
+    assert (line["run_id"], line["step"]) == ("r1", "gates")
+    assert str(line["time"]).endswith("Z") and "T" in str(line["time"])
+
+
+def test_text_lines_are_readable_with_the_ids_first(captured: io.StringIO) -> None:
+    configure_logging("text", "INFO", captured)
+    logging.getLogger("bot.x").info(
+        "job queued", extra={"kind": "run", "job_id": "run-1", "delivery_id": "d-1"}
+    )
+    line = captured.getvalue().strip()
+    assert line.endswith("INFO bot.x: job queued delivery_id=d-1 job_id=run-1 kind=run")
+    assert line[:4].isdigit() and line[10] == "T"
+
+
+def test_configuring_twice_does_not_double_lines(captured: io.StringIO) -> None:
+    configure_logging("json", "INFO", captured)
+    configure_logging("json", "INFO", captured)
+    logging.getLogger("bot.x").info("once")
+    assert len(_lines(captured)) == 1
+
+
+def test_the_level_comes_from_settings_in_any_case(
+    captured: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("REQDRIVE_LOG_LEVEL", "warning")
+    monkeypatch.setenv("REQDRIVE_LOG_FORMAT", "JSON")
+    settings = load_settings()
+    configure_logging(settings.reqdrive_log_format, settings.reqdrive_log_level, captured)
+    logging.getLogger("bot.x").info("hidden")
+    logging.getLogger("bot.x").warning("shown")
+    assert [line["message"] for line in _lines(captured)] == ["shown"]
+
+
+def test_the_intake_logs_one_queued_line_per_job_with_its_delivery(
+    captured: io.StringIO, redis_url: str
+) -> None:
+    configure_logging("json", "INFO", captured)
+    settings = load_settings(github_webhook_secret=webhooks.SECRET, redis_url=redis_url)
+    client = create_app(settings).test_client()
+    body = webhooks.labeled()
+    delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+    response = client.post(
+        "/webhook", data=body, headers=webhooks.headers("issues", body, delivery_id=delivery)
+    )
+    assert response.status_code == 202
+    queued = [line for line in _lines(captured) if line["message"] == "job queued"]
+    assert [line["job_id"] for line in queued] == response.get_json()["job_ids"]
+    assert {line["delivery_id"] for line in queued} == {delivery}
+
+
+def test_inside_a_job_every_line_names_the_job_and_its_delivery(
+    captured: io.StringIO, redis_conn: redis.Redis
+) -> None:
+    configure_logging("json", "INFO", captured)
+    queue = Queue("logs-test", connection=redis_conn, serializer=JSONSerializer)
+    job = queue.enqueue(log_inside_a_job, delivery_id="d-42")
+    SimpleWorker([queue], connection=redis_conn, serializer=JSONSerializer).work(burst=True)
+    [line] = [line for line in _lines(captured) if line["logger"] == LOGGER]
+    assert (line["job_id"], line["delivery_id"]) == (job.id, "d-42")
+    assert (line["run_id"], line["story_id"]) == ("issue-1-x", "US-002")

@@ -1,4 +1,4 @@
-"""The web process: create_app(settings) with POST /webhook and GET /healthz."""
+"""The web process: create_app(settings) with POST /webhook, GET /healthz and GET /metrics."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from redis.retry import Retry
 from bot.enqueue import Enqueuer
 from bot.intake import Answer, Intake, WebhookEndpoint, encode
 from bot.logs import configure_logging
+from bot.metrics import CONTENT_TYPE, CountingEndpoint, DeliveryCounter, render
 from bot.settings import Settings, load_settings
 from bot.triggers import TriggerContext
 
@@ -34,10 +35,15 @@ def create_app(settings: Settings | None = None) -> Flask:
         Enqueuer(connection, settings.reqdrive_queue, timeout_s),
         TriggerContext(settings.reqdrive_trigger_label, settings.reqdrive_app_slug),
     )
+    counter = DeliveryCounter(connection)
     app = Flask(__name__)
     app.add_url_rule("/healthz", "healthz", _healthz_view(connection), methods=["GET"])
-    # /webhook is served by the WSGI callable itself, in front of Flask (see WebhookEndpoint).
-    app.wsgi_app = WebhookEndpoint(app.wsgi_app, intake)  # type: ignore[method-assign]
+    metrics = _metrics_view(connection, settings.reqdrive_queue, counter)
+    app.add_url_rule("/metrics", "metrics", metrics, methods=["GET"])
+    # /webhook is served by the WSGI callable itself, in front of Flask (see WebhookEndpoint);
+    # every answer it gives is counted on the way out.
+    endpoint = WebhookEndpoint(app.wsgi_app, intake)
+    app.wsgi_app = CountingEndpoint(endpoint, counter)  # type: ignore[method-assign]
     return app
 
 
@@ -62,6 +68,20 @@ def _healthz_view(connection: redis.Redis) -> Callable[[], Response]:
         return _response(Answer(200, {"redis": "ok"}))
 
     return healthz
+
+
+def _metrics_view(
+    connection: redis.Redis, queue_name: str, counter: DeliveryCounter
+) -> Callable[[], Response]:
+    def metrics() -> Response:
+        counter.flush()  # this process's latest deliveries, not two seconds late
+        try:
+            body = render(connection, queue_name)
+        except redis.RedisError:
+            return _response(Answer(503, {"redis": "unreachable"}))
+        return Response(body, 200, content_type=CONTENT_TYPE)
+
+    return metrics
 
 
 def _response(answer: Answer) -> Response:

@@ -13,6 +13,7 @@ from rq import get_current_job
 
 from bot.auth import RUN_PERMISSIONS
 from bot.github import RepoClient
+from bot.metrics import MeteredReporter, record_run
 from bot.reporter import GitHubReporter, Outcome
 from bot.runs import HEARTBEAT_TTL_S, RunRecord
 from bot.runtime import Runtime
@@ -114,11 +115,12 @@ def execute(
     with run_lock(rt, record):
         monitor.start()
         try:
-            pipeline = Pipeline(_spec(rt, record), reporter=reporter, checkpoints=rt.checkpoints,
-                                cancel=cancel)  # fmt: skip
+            pipeline = Pipeline(_spec(rt, record), reporter=MeteredReporter(reporter, rt.conn),
+                                checkpoints=rt.checkpoints, cancel=cancel)  # fmt: skip
             return pipeline.run()
         except Exception as error:
             log.exception("run failed", extra={"run_id": record.run_id})
+            record_run(rt.conn, "failed")
             step = getattr(pipeline, "step", "start") if "pipeline" in locals() else "start"
             conclusion = Outcome.ACTION_REQUIRED if isinstance(error, RepoConfigError) else (
                 Outcome.FAILURE)  # fmt: skip

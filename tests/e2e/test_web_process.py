@@ -209,3 +209,28 @@ def test_with_redis_down_triggers_are_refused_and_health_says_so(
         web_without_redis.deliver("ping", webhooks.example_bytes("ping", "payload.json"))[0] == 200
     )
     assert web_without_redis.request("POST", "/webhook", b"", {"X-GitHub-Event": "star"})[0] == 204
+
+
+def _scrape(web: WebProcess) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", web.port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        assert response.status == 200
+        return response.read().decode()
+    finally:
+        conn.close()
+
+
+def test_metrics_add_up_across_the_servers_processes(web: WebProcess) -> None:
+    # GET /webhook (405) is sent by no other test here, so its count is this test's alone.
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(lambda _: web.request("GET", "/webhook")[0], range(20)))
+    assert set(statuses) == {405}
+    line = 'reqdrive_deliveries_total{answer="405"} 20.0'
+    deadline = time.monotonic() + START_TIMEOUT_S
+    # Each server process adds its counts to Redis within seconds; any scrape sees the total.
+    while line not in (text := _scrape(web)):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.5)
+    assert 'reqdrive_queue_jobs{state="queued"}' in text

@@ -63,6 +63,7 @@ class AgentOutcome:
     output_tokens: int | None = None
     result_text: str = ""  # claude's final "result", else the output tail
     error: str | None = None  # e.g. "permission denied: Write" from permission_denials
+    denials: tuple[str, ...] = ()  # tool calls the agent was refused ("Write /etc/x")
 
     @property
     def ok(self) -> bool:

@@ -200,4 +200,5 @@ def outcome_of(
         output_tokens=result.output_tokens,
         result_text=result.text,
         error="; ".join(errors) or None,
+        denials=result.denials,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.gates import GateResult
-from worker.judging import baseline_changes, readiness
+from worker.judging import baseline_changes, final_failures, readiness, tests_by_id, unclaimed
 from worker.reporting import render_pr_body
 from worker.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
 from worker.state import Checkpoint, RunResult, StopReason, StoryState
@@ -38,6 +38,11 @@ def run_result(
         baseline_gates=cp.baseline or [],
         fixed_tests=fixed,
         remaining_tests=remaining,
+        still_failing=final_failures(cp.stories, cp.baseline or [], final),
+        unclaimed_tests=unclaimed(cp.stories, cp.baseline or []),
+        per_test_results=any(
+            tests_by_id(gates) is not None for gates in (cp.baseline or [], final)
+        ),
         ready=ready,
         draft_reason=why,
         stop_reason=stop,
@@ -72,6 +77,9 @@ def verification_summary(result: RunResult, iterations: int) -> dict[str, object
         "all_gates_passed": all(g.passed for g in result.final_gates),
         "baseline_fixed_tests": result.fixed_tests,
         "baseline_remaining_tests": result.remaining_tests,
+        "still_failing": result.still_failing,
+        "unclaimed_tests": result.unclaimed_tests,
+        "per_test_results": result.per_test_results,
         "ready": result.ready,
         "draft_reason": result.draft_reason,
         "stop_reason": str(result.stop_reason),

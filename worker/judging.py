@@ -1,22 +1,173 @@
-"""Verdicts: a story's gates against the state it started from, and a run's readiness."""
+"""Verdicts: a story's tests against the state it started from, and a run's readiness."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
-from worker.gates import GateResult
-from worker.state import AttemptOutcome, StopReason, StoryRecord, StoryState
+from worker.gates import GateResult, TestStatus
+from worker.state import (
+    AttemptOutcome,
+    AttemptRecord,
+    StopReason,
+    StoryRecord,
+    StoryState,
+    TestCheck,
+)
 
-KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED)  # attempts whose commit stays
+# Attempts whose commit stays on the branch.
+KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)
+MISSING = "missing"  # a test id the run did not report (deleted, deselected, not collected)
+PROBLEMS_SHOWN = 5  # in one attempt's reason; the record lists every test
+FEEDBACK_CHARS = 12_000  # of the next attempt's "why the previous attempt failed"
 
 
 class Verdict(StrEnum):
-    """The worker's judgement of one attempt's gates against the base commit's."""
+    """The worker's judgement of one attempt against the state it started from."""
 
     PASSED = "passed"
     FAILED = "failed"
     UNVERIFIED = "unverified"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A verdict, its reason, and every test it looked at."""
+
+    verdict: Verdict
+    reason: str
+    tests: list[TestCheck] = field(default_factory=list)
+
+
+def tests_by_id(gates: Sequence[GateResult]) -> dict[str, TestStatus] | None:
+    """Every test id any gate reported, with its status; None when no gate reports tests."""
+    reported = [g.tests for g in gates if g.tests is not None]
+    if not reported:
+        return None
+    merged: dict[str, TestStatus] = {}
+    for tests in reported:
+        for test_id, status in tests.items():
+            if merged.get(test_id) is not TestStatus.FAILED:
+                merged[test_id] = status
+    return merged
+
+
+def added_tests(reference: Sequence[GateResult], results: Sequence[GateResult]) -> list[str]:
+    """Test ids this attempt's checks report that the state it started from did not."""
+    before, after = tests_by_id(reference) or {}, tests_by_id(results) or {}
+    return sorted(set(after) - set(before))
+
+
+def judge_story(
+    reference: Sequence[GateResult],
+    results: Sequence[GateResult],
+    expected: Sequence[str],
+    *,
+    owned: Collection[str] = (),
+    at_parent: Mapping[str, str] | None = None,
+    rewritten: Collection[str] = (),
+) -> Judgement:
+    """Did this attempt pass? Fail-to-pass and pass-to-pass, per test id (as SWE-bench judges
+    a patch): every test the story owns passes after it (a test it added must also fail
+    without its change: `at_parent`), and every test that passed before still passes. A
+    rewritten test (`rewritten`) never counts as passing. Without any per-test results the
+    gates are judged whole (`judge`)."""
+    before, after = tests_by_id(reference), tests_by_id(results)
+    if before is None and after is None:
+        verdict, reason = judge(reference, results, expected)
+        return Judgement(verdict, reason)
+    problems = _gate_problems(reference, results, expected)
+    checks = _test_checks(before or {}, after or {}, owned, at_parent or {}, rewritten)
+    problems += [f"{c.id} {c.problem}" for c in checks if c.problem]
+    if problems:
+        shown = "; ".join(problems[:PROBLEMS_SHOWN])
+        more = len(problems) - PROBLEMS_SHOWN
+        return Judgement(Verdict.FAILED, shown + (f"; and {more} more" if more > 0 else ""), checks)
+    return Judgement(Verdict.PASSED, "", checks)
+
+
+def _gate_problems(
+    reference: Sequence[GateResult], results: Sequence[GateResult], expected: Sequence[str]
+) -> list[str]:
+    """Whole-gate failures per-test results cannot explain: a gate that did not run, timed
+    out, or broke while it reports no tests and passed before."""
+    ran, was = {g.name: g for g in results}, {g.name: g for g in reference}
+    problems = []
+    for name in expected:
+        gate = ran.get(name)
+        if gate is None:
+            problems.append(f"gate {name} did not run (an earlier gate failed)")
+        elif gate.timed_out:
+            problems.append(f"gate {name} timed out")
+        elif not gate.passed and gate.tests is None:
+            previous = was.get(name)
+            if previous is None or previous.passed or previous.tests is not None:
+                problems.append(f"gate {name} failed")
+    return problems
+
+
+def _test_checks(
+    before: Mapping[str, TestStatus],
+    after: Mapping[str, TestStatus],
+    owned: Collection[str],
+    at_parent: Mapping[str, str],
+    rewritten: Collection[str],
+) -> list[TestCheck]:
+    passed_before = {t for t, status in before.items() if status is TestStatus.PASSED}
+    checks = []
+    for test_id in sorted(set(owned) | passed_before | set(rewritten)):
+        now = str(after.get(test_id, MISSING))
+        check = TestCheck(
+            id=test_id,
+            before=str(before.get(test_id, MISSING)),
+            after=now,
+            owned=test_id in owned,
+            added=test_id in at_parent,
+            at_parent=at_parent.get(test_id),
+        )
+        checks.append(check.model_copy(update={"problem": _problem(check, test_id in rewritten)}))
+    return checks
+
+
+def _problem(check: TestCheck, rewritten: bool) -> str:
+    """Why this test keeps the story from passing, or ""."""
+    if rewritten and check.before != MISSING:
+        return "was rewritten by the story (a test must not be changed to pass)"
+    if check.after == MISSING:
+        return "was deleted or deselected" if check.before != MISSING else "did not run"
+    if check.after == TestStatus.SKIPPED:
+        return "is skipped" if check.before != TestStatus.SKIPPED or check.owned else ""
+    if check.after == TestStatus.FAILED:
+        return (
+            "still fails"
+            if check.owned and check.before != TestStatus.PASSED
+            else "fails now; it passed before the story"
+        )
+    if check.added and check.at_parent not in (TestStatus.FAILED, MISSING):
+        return "passes without the story's change too, so it proves nothing"
+    return ""
+
+
+def feedback(attempt: AttemptRecord) -> str | None:
+    """What the next attempt's prompt says about this failed one: each failing test with its
+    output, then the output of failing gates that report no tests."""
+    if attempt.outcome is AttemptOutcome.PASSED:
+        return None
+    outputs = {t: text for g in attempt.gates for t, text in g.failures.items()}
+    parts = []
+    for check in attempt.tests:
+        if check.problem:
+            output = outputs.get(check.id, "").strip()
+            parts.append(f"{check.id} {check.problem}" + (f"\n{output}" if output else ""))
+    for gate in attempt.gates:
+        if not gate.passed and (gate.tests is None or not parts):
+            parts.append(f"$ {gate.command}\n{gate.output_tail.strip()[-FEEDBACK_CHARS:]}")
+    if not parts:
+        return attempt.reason or None
+    return (attempt.reason + "\n\n" if attempt.reason else "") + "\n\n".join(parts)[
+        -FEEDBACK_CHARS:
+    ]
 
 
 def judge(
@@ -84,6 +235,8 @@ def story_state(outcome: AttemptOutcome, number: int, max_retries: int) -> Story
         return StoryState.PASSED
     if outcome is AttemptOutcome.UNVERIFIED:
         return StoryState.UNVERIFIED
+    if outcome is AttemptOutcome.NEEDS_REVIEW:
+        return StoryState.NEEDS_REVIEW
     return StoryState.FAILED if number >= max_retries else StoryState.PENDING
 
 
@@ -127,6 +280,8 @@ def readiness(
     if open_stories:
         listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)
         return False, f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
+    if not stories:
+        return False, "the plan has no story"
     ran = {g.name for g in final}
     missing = [name for name in expected_gates if name not in ran]
     if missing:
@@ -135,3 +290,31 @@ def readiness(
     if failing:
         return False, f"the final checks fail on the branch: {', '.join(failing)}"
     return True, None
+
+
+def final_failures(
+    stories: Sequence[StoryRecord], baseline: Sequence[GateResult], final: Sequence[GateResult]
+) -> dict[str, str]:
+    """Each test failing on the final branch, with why: whose it was and what became of it."""
+    failing = tests_by_id(final) or {}
+    before = tests_by_id(baseline) or {}
+    owner = {t: s for s in stories for t in s.tests}
+    reasons = {}
+    for test_id in sorted(t for t, status in failing.items() if status is TestStatus.FAILED):
+        story = owner.get(test_id)
+        if story is not None:
+            reasons[test_id] = f"{story.id} owns it and ended {story.state}"
+        elif before.get(test_id) is TestStatus.FAILED:
+            reasons[test_id] = "failed before the run and no story claimed it"
+        elif before.get(test_id) is TestStatus.PASSED:
+            reasons[test_id] = "passed before the run and fails on this branch"
+        else:
+            reasons[test_id] = "new on this branch and failing"
+    return reasons
+
+
+def unclaimed(stories: Sequence[StoryRecord], baseline: Sequence[GateResult]) -> list[str]:
+    """The base commit's failing tests that no story claimed: final checks only."""
+    claimed = {t for s in stories for t in s.tests}
+    before = tests_by_id(baseline) or {}
+    return sorted(t for t, st in before.items() if st is TestStatus.FAILED and t not in claimed)

@@ -23,11 +23,16 @@ from worker.delivery import run_result, write_delivery
 from worker.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates
 from worker.judging import (
     KEPT,
+    MISSING,
+    Judgement,
     Verdict,
+    added_tests,
     fail_fast_on,
-    judge,
+    feedback,
+    judge_story,
     reference_gates,
     story_state,
+    tests_by_id,
 )
 from worker.planning import Planner
 from worker.prd import Prd, Story, select_next_story
@@ -53,6 +58,13 @@ from worker.state import (
     StopReason,
     StoryRecord,
     StoryState,
+)
+from worker.tampering import (
+    changed_files,
+    files_with_tests,
+    gate_inputs,
+    restore_paths,
+    rewritten_tests,
 )
 from worker.workspace import GitCredentials, RepositoryCache, Worktree, head_sha, run_git
 
@@ -156,15 +168,16 @@ class Pipeline:
         self._configure()
         cp = self.cp
         self.reporter.run_started(cp.run_id, cp.requirement_source, cp.branch)
-        self._enter(RunStep.PLAN)
-        if cp.prd is None:
-            self._plan()
-        self.reporter.plan_ready(cp.stories)
+        # The baseline comes first: the plan gives each of its failing tests to a story.
         self._enter(RunStep.BASELINE)
         if cp.baseline is None:
             baseline = self._baseline()
             # Gates stopped part-way measured nothing: a resumed run measures them again.
             cp.baseline = None if self.cancel.is_set() else baseline
+        self._enter(RunStep.PLAN)
+        if cp.prd is None:
+            self._plan()
+        self.reporter.plan_ready(cp.stories)
         self._enter(RunStep.IMPLEMENT)
         cp.stop_reason = self._implement()
         self._enter(RunStep.VERIFY)
@@ -304,6 +317,7 @@ class Pipeline:
             timeout_s=self.agent_settings.timeout_s,
             redactor=self.redactor,
             cancel=self.cancel,
+            baseline_tests=tests_by_id(cp.baseline or []),
         )
         prd = planner.plan(self._plan_values(), on_attempt=self._planning_attempt)
         cp.prd = prd.to_json()
@@ -419,7 +433,9 @@ class Pipeline:
             for s in cp.stories
         ]
         settled = {
-            s.id for s in cp.stories if s.state in (StoryState.FAILED, StoryState.UNVERIFIED)
+            s.id
+            for s in cp.stories
+            if s.state in (StoryState.FAILED, StoryState.UNVERIFIED, StoryState.NEEDS_REVIEW)
         }
         return select_next_story(
             stories, max_story_retries=self.config.max_story_retries, settled=settled
@@ -463,6 +479,7 @@ class Pipeline:
             "attempt": number,
             "cost_usd": outcome.cost_usd,
             "agent_exit_code": outcome.exit_code,
+            "refused_tools": list(outcome.denials),
         }
         if self.cancel.is_set():
             self._restore_tree(pre)
@@ -506,14 +523,79 @@ class Pipeline:
             self._restore_tree(pre)
             return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
         reference = reference_gates(cp.stories, cp.baseline or [])
-        verdict, why = judge(reference, gates, [g.name for g in self.gates])
-        judged = {"reason": why, "gates": gates, "forbidden_writes": forbidden, **base}
-        if verdict is Verdict.FAILED:
+        changed = changed_files(path, pre, commit)
+        added = added_tests(reference, gates)
+        owned = {*record.tests, *added}
+        before = tests_by_id(reference) or {}
+        kept = [t for t, status in before.items() if status == "passed"]
+        rewritten = rewritten_tests(path, pre, commit, changed, {*record.tests, *kept})
+        judged = self._judge(reference, gates, owned=owned, rewritten=rewritten)
+        if judged.verdict is Verdict.PASSED and added:
+            # A test the story added must fail without the story's change, or it proves nothing.
+            at_parent = self._added_tests_at_parent(pre, commit, changed, added, label)
+            judged = self._judge(
+                reference, gates, owned=owned, rewritten=rewritten, at_parent=at_parent
+            )
+        else:
+            at_parent = {}
+        gate_changes = gate_inputs(path, pre, commit, changed, self.gates)
+        outcome, why = _OUTCOMES[judged.verdict], judged.reason
+        if gate_changes and judged.verdict is not Verdict.FAILED:
+            # Would it pass with the gates as they were? If not, its pass rests on the change.
+            restore_paths(path, pre, gate_changes)
+            restored = self._run_gates(f"{label}.restored", fail_fast=False)
+            again = self._judge(
+                reference, restored, owned=owned, rewritten=rewritten, at_parent=at_parent
+            )
+            if again.verdict is not Verdict.PASSED:
+                outcome = AttemptOutcome.NEEDS_REVIEW
+                why = (
+                    f"passes only with its change to what a gate runs "
+                    f"({', '.join(gate_changes)}); with the gates as they were: "
+                    f"{again.reason or again.verdict}"
+                )
+        elif gate_changes:
+            why += f"; it changed what a gate runs: {', '.join(gate_changes)}"
+        record_fields = {
+            "reason": why,
+            "gates": gates,
+            "tests": judged.tests,
+            "gate_changes": gate_changes,
+            "forbidden_writes": forbidden,
+            **base,
+        }
+        if outcome is AttemptOutcome.GATES_FAILED:
             self._keep_patch(pre, commit, iteration)
             self._restore_tree(pre)
-            return AttemptRecord(outcome=AttemptOutcome.GATES_FAILED, **judged)
-        outcome = AttemptOutcome.PASSED if verdict is Verdict.PASSED else AttemptOutcome.UNVERIFIED
-        return AttemptRecord(outcome=outcome, commit=commit, **judged)
+            return AttemptRecord(outcome=outcome, **record_fields)
+        return AttemptRecord(outcome=outcome, commit=commit, **record_fields)
+
+    def _judge(
+        self,
+        reference: list[GateResult],
+        results: list[GateResult],
+        **tests: Any,
+    ) -> Judgement:
+        return judge_story(reference, results, [g.name for g in self.gates], **tests)
+
+    def _added_tests_at_parent(
+        self, pre: str, commit: str, changed: list[str], added: list[str], label: str
+    ) -> dict[str, str]:
+        """The story's new tests run on its parent commit: only its test files applied."""
+        cp, path = self.cp, self.worktree.path
+        present = set(run_git(["ls-tree", "-r", "--name-only", "-z", commit], cwd=path).split("\0"))
+        files = [f for f in files_with_tests(changed, added) if f in present]
+        run_git(["checkout", "--quiet", "--detach", pre], cwd=path)
+        try:
+            if files:
+                run_git(["checkout", "--quiet", commit, "--", *files], cwd=path)
+            results = self._run_gates(f"{label}.parent", fail_fast=False)
+        finally:
+            run_git(["checkout", "--quiet", "--force", cp.branch], cwd=path)
+        tests = tests_by_id(results) or {}
+        # A module that cannot even be imported without the change is reported by pytest as
+        # one failed case named after the module: its tests failed there.
+        return {t: str(tests.get(t) or tests.get(t.split("::", 1)[0]) or MISSING) for t in added}
 
     def _story_values(self, record: StoryRecord, number: int) -> dict[str, object]:
         story = self._prd().story(record.id)
@@ -525,10 +607,11 @@ class Pipeline:
                 "acceptance_criteria": list(story.acceptance_criteria),
                 "priority": story.priority,
                 "notes": story.notes,
+                "tests": list(record.tests),
             },
             "attempt": number,
             "max_attempts": self.config.max_story_retries,
-            "feedback": record.feedback or "",
+            "feedback": (feedback(record.attempts[-1]) if record.attempts else None) or "",
             "progress": self.folder.progress(),
             "requirement": self.spec.requirement.text,
             "source": self.spec.requirement.source,
@@ -641,7 +724,15 @@ def _record(story: Story) -> StoryRecord:
         title=story.title,
         priority=story.priority,
         acceptance_criteria=list(story.acceptance_criteria),
+        tests=list(story.tests),
     )
+
+
+_OUTCOMES = {
+    Verdict.PASSED: AttemptOutcome.PASSED,
+    Verdict.UNVERIFIED: AttemptOutcome.UNVERIFIED,
+    Verdict.FAILED: AttemptOutcome.GATES_FAILED,
+}
 
 
 def _story_subject(record: StoryRecord) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.agents import AgentOutcome
@@ -16,6 +16,7 @@ from worker.run_folder import PRD_JSON, RunFolder
 from worker.scope import tree_state, undo_planning_changes
 
 PLAN_ATTEMPTS = 2
+FAILING_SHOWN = 200  # baseline failures listed in the planning prompt
 
 CallAgent = Callable[[str, str], AgentOutcome]  # (label, prompt) -> what the agent did
 
@@ -32,6 +33,8 @@ class Planner:
     timeout_s: float
     redactor: Redactor
     cancel: threading.Event
+    # The base commit's tests by id (None: its checks report no per-test results).
+    baseline_tests: Mapping[str, str] | None = field(default=None)
 
     def plan(self, values: Mapping[str, object], on_attempt: Callable[[int], None]) -> Prd:
         """The first valid plan; `values` fill the prompt (requirement, source, project)."""
@@ -57,6 +60,9 @@ class Planner:
             min_stories=max(MIN_STORIES, 3),
             max_stories=MAX_STORIES,
             previous_error=problem,
+            failing_tests=self.failing_tests()[:FAILING_SHOWN],
+            failing_count=len(self.failing_tests()),
+            per_test_results=self.baseline_tests is not None,
             **values,
         )
         before = tree_state(self.worktree)
@@ -73,4 +79,34 @@ class Planner:
             raise PrdError(f"the agent timed out after {self.timeout_s:g}s while planning")
         if not prd_path.exists():
             raise PrdError(f"the agent did not write prd.json to {prd_path}")
-        return parse_prd(self.redactor.redact(prd_path.read_text(errors="replace")))
+        prd = parse_prd(self.redactor.redact(prd_path.read_text(errors="replace")))
+        check_test_claims(prd, self.baseline_tests)
+        return prd
+
+    def failing_tests(self) -> list[str]:
+        """The base commit's failing test ids, which the plan gives to the stories."""
+        tests = self.baseline_tests or {}
+        return sorted(t for t, status in tests.items() if status == "failed")
+
+
+def check_test_claims(prd: Prd, known: Mapping[str, str] | None) -> None:
+    """Every test a story claims is a test the base commit's checks reported, claimed once."""
+    owner: dict[str, str] = {}
+    for story in prd.user_stories:
+        for test_id in story.tests:
+            if known is None:
+                raise PrdError(
+                    f"prd.json: story {story.id} claims test {test_id!r}, but this repository's "
+                    "checks report no per-test results; leave every story's tests empty"
+                )
+            if test_id not in known:
+                raise PrdError(
+                    f"prd.json: story {story.id} claims test {test_id!r}, which the checks did "
+                    "not report on the base commit; use only the test ids listed in the prompt"
+                )
+            if test_id in owner and owner[test_id] != story.id:
+                raise PrdError(
+                    f"prd.json: test {test_id!r} is claimed by {owner[test_id]} and {story.id}; "
+                    "give each test to the one story that makes it pass"
+                )
+            owner[test_id] = story.id

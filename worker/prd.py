@@ -28,6 +28,9 @@ class Story(BaseModel):
     passes: bool = False
     attempts: int = 0
     notes: str = ""
+    # Ids of the base commit's failing tests this story must make pass (the worker checks
+    # that each exists); the story may add tests of its own besides.
+    tests: list[str] = Field(default_factory=list, max_length=500)
 
     @field_validator("id")
     @classmethod

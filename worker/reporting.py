@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from typing import Protocol, TextIO
 
 from worker.gates import GateResult
-from worker.state import AttemptRecord, RunResult, StoryRecord, StoryState
+from worker.state import (
+    AttemptOutcome,
+    AttemptRecord,
+    RunResult,
+    StoryRecord,
+    StoryState,
+    TestCheck,
+)
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
 STATE_ICONS = {
@@ -15,7 +22,16 @@ STATE_ICONS = {
     StoryState.FAILED: "❌",
     StoryState.UNVERIFIED: "⚠️",
     StoryState.PENDING: "⏳",
+    StoryState.NEEDS_REVIEW: "🔎",
 }
+# The order states are counted in, in the headline and the console.
+STATE_ORDER = (
+    StoryState.PASSED,
+    StoryState.NEEDS_REVIEW,
+    StoryState.UNVERIFIED,
+    StoryState.FAILED,
+    StoryState.PENDING,
+)
 
 
 class Reporter(Protocol):
@@ -83,11 +99,9 @@ class ConsoleReporter:
         )
 
     def run_finished(self, result: RunResult) -> None:
-        passed = result.count(StoryState.PASSED)
         verdict = "ready for review" if result.ready else f"draft: {result.draft_reason}"
         self._say(
-            f"done: {passed}/{len(result.stories)} stories passed, "
-            f"stopped because {result.stop_reason}; {verdict}"
+            f"done: {story_counts(result.stories)}; stopped because {result.stop_reason}; {verdict}"
         )
         self._say(
             f"  branch {result.branch} at {result.head_sha[:12]}; PR body in {result.run_dir}/pr.md"
@@ -100,8 +114,11 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
         _summary(result),
         *([f"Closes #{closes_issue}"] if closes_issue is not None else []),
         _stories_table(result.stories),
+        _story_details(result.stories),
         _gates_table(result.baseline_gates, result.final_gates),
         _baseline_section(result),
+        _still_failing(result),
+        _reverted_and_refused(result.stories),
         _checklist(result.stories),
         _time_and_cost(result),
         RUN_MARKER.format(run_id=_cell(result.run_id)),
@@ -109,24 +126,51 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
+def story_counts(stories: Sequence[StoryRecord]) -> str:
+    """ "3 stories: 2 passed, 1 failed": every state with its count, in one order."""
+    total = len(stories)
+    counts = [
+        f"{n} {state}"
+        for state in STATE_ORDER
+        if (n := sum(1 for s in stories if s.state is state))
+    ]
+    noun = "story" if total == 1 else "stories"
+    return f"{total} {noun}: " + (", ".join(counts) if counts else "none planned")
+
+
 def _summary(result: RunResult) -> str:
-    total = len(result.stories)
-    passed = result.count(StoryState.PASSED)
     lines = [
         f"## {_inline(result.project or result.requirement_source)}",
         "",
-        f"reqdrive implemented **{passed} of {total}** stories of "
+        f"reqdrive ran **{story_counts(result.stories)}** for "
         f"`{_inline(result.requirement_source)}` on `{result.branch}` "
         f"(base `{result.base_ref}` at `{result.base_sha[:12]}`). "
         "Every verdict below comes from the worker running the repository's own checks, "
         "not from the agent.",
     ]
     if result.ready:
-        lines.append("\n**Ready for review**: every story passed and the final checks are green.")
+        unverified = result.count(StoryState.UNVERIFIED)
+        if unverified:
+            lines.append(
+                f"\n**Ready for review**: the final checks are green; {unverified} of "
+                f"{len(result.stories)} stories are unverified (see below)."
+            )
+        else:
+            lines.append(
+                "\n**Ready for review**: every story passed and the final checks are green."
+            )
     else:
         lines.append(f"\n**Draft**: {_inline(result.draft_reason or 'not every check passed')}.")
     if result.stop_reason is not None:
         lines.append(f"Stopped because: {result.stop_reason}.")
+    if not result.per_test_results and (result.final_gates or result.baseline_gates):
+        lines.append(
+            "\n**No per-test results**: this repository's checks report no result per test "
+            "(no JUnit XML), so the worker could only see whole checks pass or fail. A story is "
+            "*passed* when every check is green after it, and *unverified* when a check that "
+            "already failed before it still fails: nothing shows whether it did its job. "
+            "Name your test runner's report with `junit:` in the gate to get per-test verdicts."
+        )
     return "\n".join(lines)
 
 
@@ -134,8 +178,8 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
     rows = [
         "### Stories",
         "",
-        "| | Story | Title | State | Attempts | Commit |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| | Story | Title | State | Attempts | Tests | Commit |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in stories:
         commit = f"`{s.commit[:12]}`" if s.commit else "—"
@@ -143,9 +187,57 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
         state = f"{s.state}" + (f" ({_cell(last)})" if last else "")
         rows.append(
             f"| {STATE_ICONS[s.state]} | {_cell(s.id)} | {_cell(s.title)} | {state} "
-            f"| {len(s.attempts)} | {commit} |"
+            f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} |"
         )
     return "\n".join(rows)
+
+
+def _tests_cell(story: StoryRecord) -> str:
+    checks = [c for c in _last_checks(story) if c.owned]
+    if not checks:
+        return "—" if not story.tests else f"{len(story.tests)} owned"
+    passing = sum(1 for c in checks if c.after == "passed" and not c.problem)
+    return f"{passing} of {len(checks)} pass"
+
+
+def _last_checks(story: StoryRecord) -> list[TestCheck]:
+    return story.attempts[-1].tests if story.attempts else []
+
+
+def _story_details(stories: Sequence[StoryRecord]) -> str:
+    lines = ["### What each story was judged on"]
+    for s in stories:
+        tried = len(s.attempts)
+        lines += ["", f"**{_cell(s.id)}** — {s.state} after {tried} attempt{'s' * (tried != 1)}"]
+        lines += _test_lines(s)
+        for attempt in s.attempts:
+            if attempt.outcome is not AttemptOutcome.PASSED or attempt.reason:
+                why = f": {_inline(attempt.reason)}" if attempt.reason else ""
+                lines.append(f"- attempt {attempt.attempt}: {attempt.outcome}{why}")
+            if attempt.gate_changes:
+                lines.append(
+                    f"- attempt {attempt.attempt} changed what a gate runs: "
+                    + ", ".join(f"`{_cell(p)}`" for p in attempt.gate_changes)
+                )
+    return "\n".join(lines)
+
+
+def _test_lines(story: StoryRecord) -> list[str]:
+    checks = _last_checks(story)
+    owned = [c for c in checks if c.owned]
+    lines = []
+    for c in owned:
+        parent = f"; without the story's change: {c.at_parent}" if c.added else ""
+        kind = "added" if c.added else "owned"
+        problem = f" — {_inline(c.problem)}" if c.problem else ""
+        lines.append(f"- `{_cell(c.id)}` ({kind}): {c.before} → {c.after}{parent}{problem}")
+    if not owned and story.tests:
+        lines += [f"- `{_cell(t)}` (owned): not judged yet" for t in story.tests]
+    broken = [c for c in checks if not c.owned and c.problem]
+    lines += [f"- `{_cell(c.id)}`: {c.before} → {c.after} — {_inline(c.problem)}" for c in broken]
+    if not owned and not story.tests and story.attempts:
+        lines.append("- no test of its own: judged only on not breaking the others")
+    return lines
 
 
 def _gates_table(baseline: Sequence[GateResult], final: Sequence[GateResult]) -> str:
@@ -174,20 +266,30 @@ def _gate_state(gate: GateResult | None) -> str:
         return "not run"
     if gate.timed_out:
         return "⏱️ timed out"
+    if gate.tests is not None and not gate.tests:
+        return ("✅ pass" if gate.passed else "❌ fail") + " (no tests ran)"
+    counted = "" if gate.tests is None else f" ({len(gate.tests)} tests)"
     if gate.passed:
-        return "✅ pass"
+        return f"✅ pass{counted}"
     failed = "" if gate.failed_tests is None else f" ({len(gate.failed_tests)} tests)"
     return f"❌ fail{failed}"
 
 
 def _baseline_section(result: RunResult) -> str:
+    before = [g for g in result.baseline_gates if g.tests]
+    if before and all(g.passed for g in result.baseline_gates):
+        total = sum(len(g.tests or {}) for g in before)
+        return (
+            f"### The base commit\n\nEvery test passed on the base commit ({total} tests): "
+            "each story had to keep them passing and prove itself with tests of its own."
+        )
     if not result.fixed_tests and not result.remaining_tests:
         return ""
     lines = [
         "### Failures on the base commit",
         "",
-        "The checks already failed before this run; stories were judged by the failures "
-        "they added, not by a green run.",
+        "These tests failed before this run; the plan gave each to the story that must make "
+        "it pass.",
     ]
     if result.fixed_tests:
         lines += ["", f"Fixed by this branch ({len(result.fixed_tests)}):"]
@@ -196,6 +298,28 @@ def _baseline_section(result: RunResult) -> str:
         lines += ["", f"Still failing ({len(result.remaining_tests)}):"]
         lines += [f"- `{_cell(t)}`" for t in result.remaining_tests]
     return "\n".join(lines)
+
+
+def _still_failing(result: RunResult) -> str:
+    if not result.per_test_results:
+        return ""
+    if not result.still_failing:
+        return "### Tests still failing\n\nNone: every test the checks ran passes on this branch."
+    lines = ["### Tests still failing", ""]
+    lines += [f"- `{_cell(t)}`: {_inline(why)}" for t, why in result.still_failing.items()]
+    return "\n".join(lines)
+
+
+def _reverted_and_refused(stories: Sequence[StoryRecord]) -> str:
+    lines = []
+    for s in stories:
+        for a in s.attempts:
+            label = f"{_cell(s.id)} attempt {a.attempt}"
+            lines += [f"- {label}: reverted write to `{_cell(p)}`" for p in a.forbidden_writes]
+            lines += [f"- {label}: refused tool call `{_cell(t)}`" for t in a.refused_tools]
+    if not lines:
+        return ""
+    return "### Reverted writes and refused tool calls\n\n" + "\n".join(lines)
 
 
 def _checklist(stories: Sequence[StoryRecord]) -> str:

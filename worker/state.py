@@ -45,8 +45,11 @@ class StoryState(StrEnum):
     """The worker's verdict on a story; the agent's own claims never set it."""
 
     PENDING = "pending"  # not tried yet, or tried and still has attempts left
-    PASSED = "passed"  # its gates passed (or added no failure to a failing baseline)
+    PASSED = "passed"  # every test it owns passes, and every test that passed still does
     FAILED = "failed"  # every attempt failed
+    # It passed only with a change to what a gate runs (a gate script, conftest.py, test
+    # configuration): kept for a person to judge, never called passed.
+    NEEDS_REVIEW = "needs review"
     # Its gates fail on the base commit too and give no per-test results, so the worker
     # cannot tell whether this story made things worse. Kept, never retried.
     UNVERIFIED = "unverified"
@@ -57,6 +60,7 @@ class AttemptOutcome(StrEnum):
 
     PASSED = "passed"
     UNVERIFIED = "unverified"
+    NEEDS_REVIEW = "needs review"
     GATES_FAILED = "gates failed"
     NO_CHANGES = "no changes"
     AGENT_TIMED_OUT = "agent timed out"
@@ -76,6 +80,20 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
+class TestCheck(BaseModel):
+    """One test a story was judged on: its status before the story and after it."""
+
+    __test__ = False  # a domain name, not a test class for pytest to collect
+
+    id: str
+    before: str  # passed, failed, skipped, missing (not reported)
+    after: str
+    owned: bool = False  # the plan gave it to this story, or the story added it
+    added: bool = False  # the story wrote it; `at_parent` is its result without the change
+    at_parent: str | None = None
+    problem: str = ""  # why this test keeps the story from passing; "" when it does not
+
+
 class AttemptRecord(BaseModel):
     """One agent call on one story and what the worker made of it."""
 
@@ -85,7 +103,11 @@ class AttemptRecord(BaseModel):
     reason: str = ""
     commit: str | None = None
     forbidden_writes: list[str] = Field(default_factory=list)
+    refused_tools: list[str] = Field(default_factory=list)  # tool calls the agent was denied
     gates: list[GateResult] = Field(default_factory=list)
+    tests: list[TestCheck] = Field(default_factory=list)
+    # Files the story changed that decide what a gate runs (its script, conftest.py, ...).
+    gate_changes: list[str] = Field(default_factory=list)
     agent_exit_code: int | None = None
     cost_usd: float | None = None
     duration_s: float = 0.0
@@ -98,6 +120,7 @@ class StoryRecord(BaseModel):
     title: str
     priority: int
     acceptance_criteria: list[str]
+    tests: list[str] = Field(default_factory=list)  # test ids the plan gave it to make pass
     state: StoryState = StoryState.PENDING
     attempts: list[AttemptRecord] = Field(default_factory=list)
     commit: str | None = None
@@ -224,6 +247,11 @@ class RunResult(BaseModel):
     baseline_gates: list[GateResult]
     fixed_tests: list[str] = Field(default_factory=list)
     remaining_tests: list[str] = Field(default_factory=list)
+    # Tests failing on the final branch, each with the reason a reader needs.
+    still_failing: dict[str, str] = Field(default_factory=dict)
+    # Baseline failures no story claimed: kept as final checks.
+    unclaimed_tests: list[str] = Field(default_factory=list)
+    per_test_results: bool = False  # did any check report results per test id?
     ready: bool
     draft_reason: str | None = None
     stop_reason: StopReason | None = None  # None while the run is still going (a PR mid-run)

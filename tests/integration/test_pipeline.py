@@ -143,7 +143,9 @@ MakeProject = Callable[..., Project]
 def project_factory(tmp_path: Path) -> MakeProject:
     """Builds a project (source repo, bare remote, work dir) with config and extra files."""
 
-    def make(config: dict[str, Any] | None = None, files: dict[str, str] | None = None) -> Project:
+    def make(
+        config: dict[str, Any] | None = None, files: dict[str, str | None] | None = None
+    ) -> Project:
         source = tmp_path / "source"
         source.mkdir()
         git(source, "init", "-q", "-b", "main")
@@ -157,6 +159,8 @@ def project_factory(tmp_path: Path) -> MakeProject:
             **(files or {}),
         }
         for name, text in content.items():
+            if text is None:  # leave out a default file
+                continue
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             (source / name).write_text(text)
         git(source, "add", "-A")

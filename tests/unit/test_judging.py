@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from worker.gates import GateResult, TestStatus
-from worker.judging import fail_fast_on, reference_gates, story_state
+from worker.judging import (
+    Verdict,
+    fail_fast_on,
+    feedback,
+    judge_story,
+    reference_gates,
+    story_state,
+)
 from worker.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 
 
@@ -74,3 +81,121 @@ def test_a_story_fails_for_good_only_when_its_last_allowed_attempt_failed(
     outcome: AttemptOutcome, number: int, state: StoryState
 ) -> None:
     assert story_state(outcome, number, max_retries=3) is state
+
+
+# Fail-to-pass and pass-to-pass, per test id -------------------------------------------------
+
+
+def results(**tests: TestStatus) -> list[GateResult]:
+    failed = any(status is TestStatus.FAILED for status in tests.values())
+    return [
+        GateResult(
+            name="tests",
+            command="pytest",
+            passed=not failed,
+            exit_code=1 if failed else 0,
+            timed_out=False,
+            duration_s=0.1,
+            tests=tests,
+        )
+    ]
+
+
+P, F, S = TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "owned", "at_parent", "rewritten", "verdict", "reason"),
+    [
+        # Its own test turns green, the others stay green: a pass.
+        ({"own": F, "old": P}, {"own": P, "old": P}, {"own"}, {}, (), Verdict.PASSED, ""),
+        # Its own test still fails, though it broke nothing.
+        (
+            {"own": F, "old": P},
+            {"own": F, "old": P},
+            {"own"},
+            {},
+            (),
+            Verdict.FAILED,
+            "own still fails",
+        ),
+        # It broke a test that passed before.
+        (
+            {"own": F, "old": P},
+            {"own": P, "old": F},
+            {"own"},
+            {},
+            (),
+            Verdict.FAILED,
+            "old fails now; it passed before the story",
+        ),
+        # Deleted, deselected or skipped: never a pass on that test.
+        ({"old": P}, {}, set(), {}, (), Verdict.FAILED, "old was deleted or deselected"),
+        ({"old": P}, {"old": S}, set(), {}, (), Verdict.FAILED, "old is skipped"),
+        # Rewritten to pass: reported, and not a pass either.
+        (
+            {"own": F},
+            {"own": P},
+            {"own"},
+            {},
+            ("own",),
+            Verdict.FAILED,
+            "own was rewritten by the story (a test must not be changed to pass)",
+        ),
+        # A test it added must fail without the change.
+        ({"old": P}, {"old": P, "new": P}, {"new"}, {"new": "failed"}, (), Verdict.PASSED, ""),
+        (
+            {"old": P},
+            {"old": P, "new": P},
+            {"new"},
+            {"new": "passed"},
+            (),
+            Verdict.FAILED,
+            "new passes without the story's change too, so it proves nothing",
+        ),
+        # A failure that was there before and is no one's to fix does not hold it back.
+        ({"other": F}, {"other": F}, set(), {}, (), Verdict.PASSED, ""),
+    ],
+)
+def test_a_story_is_judged_per_test_id(
+    before: dict[str, TestStatus],
+    after: dict[str, TestStatus],
+    owned: set[str],
+    at_parent: dict[str, str],
+    rewritten: tuple[str, ...],
+    verdict: Verdict,
+    reason: str,
+) -> None:
+    judged = judge_story(
+        results(**before),
+        results(**after),
+        ["tests"],
+        owned=owned,
+        at_parent=at_parent,
+        rewritten=rewritten,
+    )
+    assert (judged.verdict, judged.reason) == (verdict, reason)
+
+
+def test_per_test_results_lost_after_the_story_mean_its_tests_did_not_run() -> None:
+    # A gate script replaced with `exit 0`: green, but no test ran.
+    exit_0 = results()[0].model_copy(update={"tests": None})
+    judged = judge_story(results(own=F, old=P), [exit_0], ["tests"], owned={"own"})
+    assert judged.verdict is Verdict.FAILED
+    assert judged.reason == "old was deleted or deselected; own was deleted or deselected"
+
+
+def test_the_next_attempt_is_told_each_failing_test_with_its_output() -> None:
+    gates = [
+        results(own=F)[0].model_copy(update={"failures": {"own": "assert 3 == 2"}}),
+    ]
+    judged = judge_story(results(own=F), gates, ["tests"], owned={"own"})
+    attempt = AttemptRecord(
+        iteration=1,
+        attempt=1,
+        outcome=AttemptOutcome.GATES_FAILED,
+        reason=judged.reason,
+        gates=gates,
+        tests=judged.tests,
+    )
+    assert feedback(attempt) == "own still fails\n\nown still fails\nassert 3 == 2"

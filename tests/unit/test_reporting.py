@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import io
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from worker.gates import GateResult, TestStatus
-from worker.reporting import ConsoleReporter, render_pr_body
+from worker.reporting import STATE_ICONS, ConsoleReporter, render_pr_body
 from worker.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -13,6 +17,7 @@ from worker.state import (
     StopReason,
     StoryRecord,
     StoryState,
+    TestCheck,
 )
 
 
@@ -69,10 +74,10 @@ def result(**overrides: object) -> RunResult:
 
 def test_a_ready_run_says_so_with_stories_gates_checklist_cost_and_marker() -> None:
     body = render_pr_body(result(), closes_issue=12)
-    assert "**2 of 2** stories" in body
+    assert "**2 stories: 2 passed**" in body
     assert "**Ready for review**" in body
     assert "Closes #12" in body
-    assert "| ✅ | US-001 | Title of US-001 | passed | 1 | `aaaaaaaaaaaa` |" in body
+    assert "| ✅ | US-001 | Title of US-001 | passed | 1 | — | `aaaaaaaaaaaa` |" in body
     assert "| tests | ✅ pass | ✅ pass | `run tests` |" in body
     assert "- [ ] US-002 criterion" in body
     assert "2m 05s" in body and "$1.23" in body
@@ -149,4 +154,127 @@ def test_the_console_reporter_prints_each_story_as_it_finishes() -> None:
         "US-002 attempt 1 gates failed: gate tests failed [tests FAILED] → story pending"
         in lines[1]
     )
-    assert "done: 2/2 stories passed" in lines[2] and "draft: x" in lines[2]
+    assert "done: 2 stories: 2 passed;" in lines[2] and "draft: x" in lines[2]
+
+
+def test_each_story_shows_its_tests_before_and_after_and_why_it_failed() -> None:
+    failed_once = AttemptRecord(
+        iteration=2,
+        attempt=1,
+        outcome=AttemptOutcome.GATES_FAILED,
+        reason="t::sub still fails",
+        forbidden_writes=[".github/workflows/ci.yml"],
+        refused_tools=["Bash curl -s http://example.com/"],
+        tests=[
+            TestCheck(
+                id="t::sub", before="failed", after="failed", owned=True, problem="still fails"
+            )
+        ],
+    )
+    passed = AttemptRecord(
+        iteration=3,
+        attempt=2,
+        outcome=AttemptOutcome.PASSED,
+        tests=[
+            TestCheck(id="t::sub", before="failed", after="passed", owned=True),
+            TestCheck(
+                id="t::sub_neg",
+                before="missing",
+                after="passed",
+                owned=True,
+                added=True,
+                at_parent="failed",
+            ),
+        ],
+    )
+    record = story("US-002", StoryState.PASSED).model_copy(
+        update={"attempts": [failed_once, passed], "tests": ["t::sub"]}
+    )
+    body = render_pr_body(result(stories=[record], per_test_results=True))
+    assert "| ✅ | US-002 | Title of US-002 | passed | 2 | 2 of 2 pass |" in body
+    assert "**US-002** — passed after 2 attempts" in body
+    assert "- `t::sub` (owned): failed → passed" in body
+    assert "- `t::sub_neg` (added): missing → passed; without the story's change: failed" in body
+    assert "- attempt 1: gates failed: t::sub still fails" in body
+    assert "- US-002 attempt 1: reverted write to `.github/workflows/ci.yml`" in body
+    assert "- US-002 attempt 1: refused tool call `Bash curl -s http://example.com/`" in body
+    assert "### Tests still failing\n\nNone: every test the checks ran passes" in body
+
+
+def test_still_failing_tests_are_listed_with_their_reason() -> None:
+    body = render_pr_body(
+        result(
+            per_test_results=True,
+            still_failing={"t::mul": "failed before the run and no story claimed it"},
+            ready=False,
+            draft_reason="the final checks fail on the branch: tests",
+        )
+    )
+    assert (
+        "### Tests still failing\n\n- `t::mul`: failed before the run and no story claimed it"
+        in body
+    )
+
+
+def test_without_per_test_results_the_pr_says_what_unverified_means() -> None:
+    body = render_pr_body(
+        result(
+            stories=[story("US-001", StoryState.UNVERIFIED)],
+            baseline_gates=[gate("tests", False)],
+            final_gates=[gate("tests", True)],
+        )
+    )
+    assert "**No per-test results**" in body
+    assert "*unverified* when a check that already failed before it still fails" in body
+    assert "**Ready for review**: the final checks are green; 1 of 1 stories are unverified" in body
+    assert "every story passed" not in body
+
+
+# The headline's counts always agree with the table -----------------------------------------
+
+HEADLINE_RE = re.compile(r"reqdrive ran \*\*(\d+) stor(?:y|ies): ([^*]*)\*\*")
+ROW_RE = re.compile(r"^\| (\S+) \| (US-\d+) \|", re.MULTILINE)
+ICON_STATES = {icon: state for state, icon in STATE_ICONS.items()}
+
+states = st.sampled_from(list(StoryState))
+
+
+@st.composite
+def run_results(draw: st.DrawFn) -> RunResult:
+    picked = draw(st.lists(states, min_size=0, max_size=8))
+    stories = [
+        story(f"US-{n:03d}", state, attempts=draw(st.integers(0, 4)))
+        for n, state in enumerate(picked, start=1)
+    ]
+    ready = draw(st.booleans()) and all(
+        s in (StoryState.PASSED, StoryState.UNVERIFIED) for s in picked
+    )
+    return result(
+        stories=stories,
+        ready=ready,
+        draft_reason=None if ready else "a story did not pass",
+        per_test_results=draw(st.booleans()),
+        stop_reason=StopReason.ALL_STORIES_PASSED
+        if all(s is StoryState.PASSED for s in picked)
+        else draw(
+            st.sampled_from([r for r in StopReason if r is not StopReason.ALL_STORIES_PASSED])
+        ),
+    )
+
+
+@given(run_results())
+def test_the_headline_counts_agree_with_the_stories_table(run: RunResult) -> None:
+    body = render_pr_body(run)
+    headline = HEADLINE_RE.search(body)
+    assert headline is not None
+    total, counted = int(headline.group(1)), headline.group(2)
+    rows = [ICON_STATES[icon] for icon, _ in ROW_RE.findall(body)]
+    assert total == len(rows) == len(run.stories)
+    claimed = {}
+    if counted != "none planned":
+        for part in counted.split(", "):
+            number, state = part.split(" ", 1)
+            claimed[StoryState(state)] = int(number)
+    assert claimed == {s: rows.count(s) for s in set(rows)}
+    if "every story passed" in body or "all stories passed" in body:
+        assert all(s is StoryState.PASSED for s in rows)

@@ -20,6 +20,7 @@ from worker.agents import (
     make_runner,
 )
 from worker.delivery import run_result, write_delivery
+from worker.exceptions import RunCancelled
 from worker.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates
 from worker.judging import (
     KEPT,
@@ -174,6 +175,10 @@ class Pipeline:
             baseline = self._baseline()
             # Gates stopped part-way measured nothing: a resumed run measures them again.
             cp.baseline = None if self.cancel.is_set() else baseline
+        if self.cancel.is_set():
+            raise RunCancelled(
+                "the run was cancelled while measuring the base commit; no plan was made"
+            )
         self._enter(RunStep.PLAN)
         if cp.prd is None:
             self._plan()

@@ -116,7 +116,7 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
     assert git(checkout, "status", "--porcelain") == "?? notes.txt"
     assert not (checkout / "feature_1.py").exists()
     body = (tmp_path / "work/runs/demo/pr.md").read_text()
-    assert "**2 of 2** stories" in body
+    assert "**2 stories: 2 passed**" in body
 
 
 def test_an_invalid_plan_twice_exits_5_naming_the_problem(tmp_path: Path, checkout: Path) -> None:

@@ -138,12 +138,17 @@ def story_counts(stories: Sequence[StoryRecord]) -> str:
     return f"{total} {noun}: " + (", ".join(counts) if counts else "none planned")
 
 
+def _source(source: str) -> str:
+    # A requirement given as text on the command line has no file to name.
+    return "the requirement given as text" if source == "text" else f"`{_inline(source)}`"
+
+
 def _summary(result: RunResult) -> str:
     lines = [
         f"## {_inline(result.project or result.requirement_source)}",
         "",
         f"reqdrive ran **{story_counts(result.stories)}** for "
-        f"`{_inline(result.requirement_source)}` on `{result.branch}` "
+        f"{_source(result.requirement_source)} on `{result.branch}` "
         f"(base `{result.base_ref}` at `{result.base_sha[:12]}`). "
         "Every verdict below comes from the worker running the repository's own checks, "
         "not from the agent.",

@@ -70,16 +70,32 @@ class RunFolder:
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the run for this process: a second `reqdrive run` (or a duplicate job on this
-        machine) with the same run id would clobber its worktree, checkpoint and logs."""
-        with (self.path / LOCK_FILE).open("a+") as handle:
+        machine) with the same run id would clobber its worktree, checkpoint and logs.
+
+        The lock file is removed when the run ends, so the folder holds only the run's
+        artifacts; a process that locked the file just as it was removed sees the path gone
+        (or another file there) and tries again.
+        """
+        path = self.path / LOCK_FILE
+        while True:
+            handle = path.open("a+")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
+                handle.close()
                 raise PreflightError(
                     f"run {self.path.name} is already running (pid {holder})"
                 ) from None
+            try:
+                current = path.stat().st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(handle.fileno()).st_ino:
+                break
+            handle.close()  # locked a file its holder had just removed
+        with handle:
             handle.seek(0)
             handle.truncate()
             handle.write(f"{os.getpid()}\n")
@@ -87,6 +103,7 @@ class RunFolder:
             try:
                 yield
             finally:
+                path.unlink(missing_ok=True)  # before the unlock: nobody can lock it after
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def sweep(self, *, full: bool = False) -> None:

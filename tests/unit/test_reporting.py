@@ -278,3 +278,11 @@ def test_the_headline_counts_agree_with_the_stories_table(run: RunResult) -> Non
     assert claimed == {s: rows.count(s) for s in set(rows)}
     if "every story passed" in body or "all stories passed" in body:
         assert all(s is StoryState.PASSED for s in rows)
+
+
+def test_one_story_and_a_text_requirement_read_as_english() -> None:
+    body = render_pr_body(
+        result(requirement_source="text", project="", stories=[story("US-001", StoryState.PASSED)])
+    )
+    assert "**1 story: 1 passed** for the requirement given as text on" in body
+    assert "1 stories" not in body and "`text`" not in body

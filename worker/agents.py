@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -13,6 +14,7 @@ from typing import Protocol
 from worker.exceptions import AgentError
 from worker.processes import ProcessOutcome, run_process
 from worker.redact import Redactor, redact_file
+from worker.sandbox import Sandbox, tool_paths
 
 # What an agent may see of the worker's environment: enough to run tools, its own API
 # credentials and a git identity, nothing that reaches GitHub, Redis or the App's key.
@@ -43,12 +45,16 @@ class AgentCall:
 
     prompt_file: Path  # the rendered prompt (also given on stdin)
     cwd: Path  # the worktree the agent works in
-    run_dir: Path  # run folder; planning writes prd.json here
+    # The hand-over folder: planning writes prd.json here. Not the run folder, which holds
+    # the checkpoint and logs the agent must not reach.
+    run_dir: Path
     home_dir: Path  # per-run HOME (and TMPDIR under it)
     log_path: Path  # iteration-N.log, written redacted
     timeout_s: float
     model: str | None = None
     max_turns: int = 30
+    # The call's sandbox (worktree, HOME, hand-over folder, prompt bound); None: unconfined.
+    sandbox: Sandbox | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,12 @@ class ProcessRunner:
     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
         env = self.environment(call)
         argv = self.argv(call)
+        sandbox = call.sandbox
+        if sandbox is not None:
+            # Found on the agent's PATH out here; inside, only its install folder exists.
+            path_var = env.get("PATH", os.defpath)
+            argv[0] = shutil.which(argv[0], path=path_var) or argv[0]
+            sandbox = sandbox.bind(readonly=tool_paths(argv[0], path_var))
         # The log may hold earlier calls' output; only what this call appends is its own.
         log_start = call.log_path.stat().st_size if call.log_path.exists() else 0
         try:
@@ -183,6 +195,7 @@ class ProcessRunner:
                 stdin_path=call.prompt_file,
                 grace_s=self.grace_s,
                 cancel=cancel,
+                sandbox=sandbox,
             )
         except OSError as error:
             raise AgentError(
@@ -266,7 +279,9 @@ class CodexRunner(ProcessRunner):
         return [*argv, "-"]
 
     def last_message_path(self, call: AgentCall) -> Path:
-        return call.log_path.with_suffix(".codex-last-message.md")
+        # codex writes it itself: in the hand-over folder, the one place outside the worktree
+        # it may write to.
+        return call.run_dir / "codex-last-message.md"
 
     def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:
         outcome = super().outcome(call, process, log_start)

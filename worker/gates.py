@@ -18,6 +18,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from worker.processes import run_process
 from worker.redact import Redactor, redact_file
+from worker.sandbox import Sandbox
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"
 # pytest reads extra options from here: the worker gets JUnit XML from any pytest a gate
@@ -152,6 +153,7 @@ def run_gates(
     parallel: bool = False,
     fail_fast: bool = True,
     cancel: threading.Event | None = None,
+    sandbox: Sandbox | None = None,
 ) -> list[GateResult]:
     """Run the gates and save <label>.gates.json and a log per gate in output_dir.
 
@@ -169,6 +171,7 @@ def run_gates(
             label=label,
             redactor=redactor,
             cancel=cancel,
+            sandbox=sandbox,
         )
 
     results: list[GateResult] = []
@@ -196,8 +199,10 @@ def run_gate(
     label: str,
     redactor: Redactor,
     cancel: threading.Event | None = None,
+    sandbox: Sandbox | None = None,
 ) -> GateResult:
-    """Run one gate with bash in its own process group; read the JUnit XML it leaves."""
+    """Run one gate with bash in its own process group (in the sandbox, if given: it runs
+    the agent's code); read the JUnit XML it leaves."""
     stem = f"{label}.{UNSAFE_NAME_RE.sub('_', spec.name)}"
     log_path = output_dir / f"{stem}.log"
     log_path.unlink(missing_ok=True)  # run_process appends; a re-run replaces the old log
@@ -206,13 +211,17 @@ def run_gate(
     # A stale report (an earlier run's, or one the agent committed) must never stand in for
     # this run's results.
     junit_path.unlink(missing_ok=True)
+    # In a sandbox the run folder is out of reach: the report goes to the gate's own TMPDIR.
+    written = junit_path if sandbox is None else Path(gate_env["TMPDIR"]) / junit_path.name
+    written.unlink(missing_ok=True)
     report = cwd / spec.junit if isinstance(spec.junit, str) else None
     if report is not None and (report.is_symlink() or report.is_file()):
         report.unlink()
     else:
-        gate_env[PYTEST_ADDOPTS] = f"--junitxml={junit_path}"
+        report = None if sandbox is None else written
+        gate_env[PYTEST_ADDOPTS] = f"--junitxml={written}"
         if spec.junit is True:
-            gate_env[JUNIT_VAR] = str(junit_path)
+            gate_env[JUNIT_VAR] = str(written)
     process = run_process(
         ["bash", "-c", spec.command],
         cwd=cwd,
@@ -221,6 +230,7 @@ def run_gate(
         log_path=log_path,
         redactor=redactor,
         cancel=cancel,
+        sandbox=sandbox,
     )
     output = process.output_tail
     if report is not None and report.is_file() and not report.is_symlink():

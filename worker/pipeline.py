@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Mapping
@@ -47,6 +48,7 @@ from worker.run_folder import (
     RUN_JSON,
     RunFolder,
 )
+from worker.sandbox import Sandbox
 from worker.scope import collect_changes, has_staged_changes, restore_tree
 from worker.state import (
     AttemptOutcome,
@@ -104,6 +106,8 @@ class RunSpec:
     source_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     # PATH for the gates (the operator's interpreter and tools first); default source_env's.
     gate_path: str | None = None
+    # Where agent calls and gates run (REQDRIVE_SANDBOX); None runs them unconfined.
+    sandbox: Sandbox | None = None
 
 
 class Pipeline:
@@ -130,6 +134,10 @@ class Pipeline:
         self.folder = RunFolder(spec.work_dir / "runs" / spec.run_id, self.redactor)
         self.cache = RepositoryCache(spec.work_dir / "cache")
         self.home = spec.work_dir / "homes" / spec.run_id
+        # Outside the run folder, so the agent never reaches the checkpoint, logs or PRD:
+        # where planning leaves prd.json, and the agent's own git folder.
+        self.handoff = spec.work_dir / "handoff" / spec.run_id
+        self.git_view = spec.work_dir / "gitviews" / spec.run_id
         self.started = time.monotonic()
 
     @property
@@ -315,6 +323,7 @@ class Pipeline:
         cp = self.cp
         planner = Planner(
             worktree=self.worktree.path,
+            handoff=self.handoff,
             branch=cp.branch,
             folder=self.folder,
             renderer=self.renderer,
@@ -347,20 +356,40 @@ class Pipeline:
     def _call_agent(self, label: str | int, prompt: str) -> AgentOutcome:
         cp = self.cp
         prompt_path = self.folder.write_text(self.folder.prompt_path(label).name, prompt)
+        sandbox = self._confinement()
         call = AgentCall(
             prompt_file=prompt_path,
             cwd=self.worktree.path,
-            run_dir=self.folder.path,
+            run_dir=self.handoff,
             home_dir=self.home,
             log_path=self.folder.log_path(label),
             timeout_s=self.agent_settings.timeout_s,
             model=self.agent_settings.model,
+            sandbox=sandbox and sandbox.bind(readonly=[prompt_path]),
         )
         outcome = self.runner.run(call, cancel=self.cancel)
         self.cache.secure(self.worktree)  # before any git of ours reads what it may have planted
         self.folder.sweep()
         cp.cost_usd += outcome.cost_usd or 0.0
         return outcome
+
+    def _confinement(self) -> Sandbox | None:
+        """The sandbox for the next agent call or gate run: the worktree, the run's HOME, the
+        hand-over folder (emptied) and a git folder of its own; None when unconfined."""
+        self.handoff.mkdir(parents=True, exist_ok=True)
+        for entry in self.handoff.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        if self.spec.sandbox is None:
+            return None
+        view = self.cache.agent_view(self.worktree, self.git_view)
+        return self.spec.sandbox.bind(
+            writable=[self.home, self.handoff, view.git_dir],
+            readonly=[view.objects],
+            shadows=[(view.git_file, self.worktree.path / ".git")],
+        )
 
     # baseline and gates -------------------------------------------------------------------
 
@@ -398,6 +427,7 @@ class Pipeline:
             parallel=self.config.gates_mode is GatesMode.PARALLEL,
             fail_fast=fail_fast,
             cancel=self.cancel,
+            sandbox=self._confinement(),
         )
         self.cache.secure(self.worktree)  # the gates ran the agent's code
         # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.

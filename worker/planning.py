@@ -12,7 +12,7 @@ from worker.exceptions import PrdError, RunCancelled
 from worker.prd import MAX_STORIES, MIN_STORIES, Prd, parse_prd
 from worker.prompting import PLAN_TEMPLATE, PromptRenderer
 from worker.redact import Redactor
-from worker.run_folder import PRD_JSON, RunFolder
+from worker.run_folder import PRD_JSON, RunFolder, read_handed_over
 from worker.scope import tree_state, undo_planning_changes
 
 PLAN_ATTEMPTS = 2
@@ -26,6 +26,7 @@ class Planner:
     """Asks the agent for a valid plan; each attempt must leave the worktree as it found it."""
 
     worktree: Path
+    handoff: Path  # where the agent writes prd.json: not the run folder, out of its reach
     branch: str
     folder: RunFolder
     renderer: PromptRenderer
@@ -50,7 +51,7 @@ class Planner:
 
     def attempt(self, number: int, problem: str, values: Mapping[str, object]) -> Prd:
         """One call of the agent, refused if it changed the repository or wrote no valid plan."""
-        prd_path = self.folder.file(PRD_JSON)
+        prd_path = self.handoff / PRD_JSON
         prd_path.unlink(missing_ok=True)
         prompt = self.renderer.render(
             PLAN_TEMPLATE,
@@ -77,9 +78,9 @@ class Planner:
             )
         if outcome.timed_out:
             raise PrdError(f"the agent timed out after {self.timeout_s:g}s while planning")
-        if not prd_path.exists():
+        if not prd_path.exists() and not prd_path.is_symlink():
             raise PrdError(f"the agent did not write prd.json to {prd_path}")
-        prd = parse_prd(self.redactor.redact(prd_path.read_text(errors="replace")))
+        prd = parse_prd(self.redactor.redact(read_handed_over(prd_path)))
         check_test_claims(prd, self.baseline_tests)
         return prd
 

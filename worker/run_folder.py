@@ -5,13 +5,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from worker.exceptions import PreflightError
+from worker.exceptions import PrdError, PreflightError
 from worker.redact import Redactor
 
 RUN_JSON = "run.json"
@@ -23,6 +24,24 @@ PR_BODY = "pr.md"
 LOCK_FILE = ".lock"
 # The agent may write here (planning puts prd.json here); anything it leaves is re-redacted.
 SWEEP_MAX_BYTES = 20 * 1024 * 1024
+# A file the agent hands over (prd.json) is read up to this size; a plan is a few KiB.
+HANDOVER_MAX_BYTES = 4 * 1024 * 1024
+
+
+def read_handed_over(path: Path, max_bytes: int = HANDOVER_MAX_BYTES) -> str:
+    """The text of a file the agent wrote, never through a link it planted (which would make
+    the worker read, as itself, a file the agent cannot) and never more than max_bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:  # ELOOP: a symbolic link
+        raise PrdError(f"{path.name} cannot be read as a plain file: {error.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise PrdError(f"{path.name} is not a regular file")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise PrdError(f"{path.name} is larger than {max_bytes} bytes")
+    return data.decode("utf-8", errors="replace")
 
 
 class RunFolder:

@@ -73,16 +73,26 @@ class Sandbox:
 
     readonly: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
+    # (file, where it appears): read-only files laid over a path inside a writable folder,
+    # e.g. the checkout's `.git`, which the agent then cannot point elsewhere.
+    shadows: tuple[tuple[Path, Path], ...] = ()
     bwrap: str = "bwrap"
     share_net: bool = True
     extra_args: tuple[str, ...] = field(default=())
 
-    def bind(self, *, writable: Iterable[Path] = (), readonly: Iterable[Path] = ()) -> Sandbox:
+    def bind(
+        self,
+        *,
+        writable: Iterable[Path] = (),
+        readonly: Iterable[Path] = (),
+        shadows: Iterable[tuple[Path, Path]] = (),
+    ) -> Sandbox:
         """The same sandbox with more paths visible (a call's worktree, HOME, prompt)."""
         return replace(
             self,
             writable=(*self.writable, *(Path(p) for p in writable)),
             readonly=(*self.readonly, *(Path(p) for p in readonly)),
+            shadows=(*self.shadows, *shadows),
         )
 
     def wrap(
@@ -100,6 +110,9 @@ class Sandbox:
         bwrap = shutil.which(self.bwrap) or self.bwrap
         args = [bwrap, *self._namespaces(), *_system_mounts()]
         args += self._call_mounts(cwd)
+        # The skeleton bwrap builds (folders leading to the binds) is read-only too: a file
+        # "written" beside the prompt would vanish, but the agent should not think it worked.
+        args += ["--remount-ro", "/"]
         for name, value in env.items():
             args += ["--setenv", name, value]
         args += ["--chdir", str(cwd), *self.extra_args, "--", *argv]
@@ -133,15 +146,17 @@ class Sandbox:
 
     def _call_mounts(self, cwd: Path) -> list[str]:
         """The call's own paths, parents before children so a child bind is not hidden."""
-        binds = [(p, "--ro-bind-try") for p in self.readonly]
-        binds += [(p, "--bind") for p in (cwd, *self.writable)]
+        binds = [(p, p, "--ro-bind-try") for p in self.readonly]
+        binds += [(p, p, "--bind") for p in (cwd, *self.writable)]
+        binds += [(source, target, "--ro-bind") for source, target in self.shadows]
         args: list[str] = []
         seen: set[Path] = set()
-        for path, option in sorted(binds, key=lambda b: (len(b[0].parts), b[1] == "--bind")):
-            if path in seen:
+        order = {"--ro-bind-try": 0, "--bind": 1, "--ro-bind": 2}
+        for source, target, option in sorted(binds, key=lambda b: (len(b[1].parts), order[b[2]])):
+            if target in seen:
                 continue
-            seen.add(path)
-            args += [option, str(path), str(path)]
+            seen.add(target)
+            args += [option, str(source), str(target)]
         return args
 
 

@@ -132,6 +132,16 @@ class Worktree:
         return None if self.git_dir is None else self.git_dir.parent.parent
 
 
+@dataclass(frozen=True)
+class AgentGitView:
+    """What the sandbox binds so the agent's git works: its own git folder (writable), a
+    `.git` file naming it (read-only, over the checkout's), the mirror's objects (read-only)."""
+
+    git_dir: Path
+    git_file: Path
+    objects: Path
+
+
 # Checkouts whose git folder the worker knows from its own records: run_git names that folder
 # and the work tree explicitly for any command run in them, so a `.git` file the agent
 # rewrote (pointing at another repository, or at the user's own checkout) is never read.
@@ -400,6 +410,36 @@ class RepositoryCache:
             if self._trust(mirror, path) != worktree.git_dir:
                 raise WorkspaceError(f"the repository records of {path} changed; refusing to go on")
             _write_config(mirror, worktree.remote_url)
+
+    def agent_view(self, worktree: Worktree, folder: Path) -> AgentGitView:
+        """A git folder of the agent's own for one call, so its `git status/diff/add/commit`
+        work in the sandbox while the mirror (config, hooks, refs, other runs' checkouts)
+        stays out of reach: the run's branch at HEAD, the base branch, a copy of the index,
+        and the mirror's objects borrowed read-only (alternates). What the agent commits
+        there is dropped with the folder; the worker takes the change from the files."""
+        mirror, admin = worktree.mirror, worktree.git_dir
+        if mirror is None or admin is None:
+            raise WorkspaceError(f"{worktree.path} has no known repository records")
+        shutil.rmtree(folder, ignore_errors=True)  # never follows links the agent left
+        git_dir = folder / "git"
+        refs = {
+            f"refs/heads/{worktree.branch}": head_sha(worktree.path),
+            f"refs/remotes/origin/{worktree.base_ref}": worktree.base_sha,
+        }
+        for ref, sha in refs.items():
+            (git_dir / ref).parent.mkdir(parents=True, exist_ok=True)
+            (git_dir / ref).write_text(f"{sha}\n", encoding="utf-8")
+        (git_dir / "objects" / "info").mkdir(parents=True)
+        (git_dir / "objects" / "info" / "alternates").write_text(f"{mirror / 'objects'}\n")
+        (git_dir / "HEAD").write_text(f"ref: refs/heads/{worktree.branch}\n", encoding="utf-8")
+        (git_dir / "config").write_text(
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+        )
+        if (admin / "index").is_file():
+            shutil.copyfile(admin / "index", git_dir / "index")
+        git_file = folder / "dot-git"
+        git_file.write_text(f"gitdir: {git_dir}\n", encoding="utf-8")
+        return AgentGitView(git_dir=git_dir, git_file=git_file, objects=mirror / "objects")
 
     def check_worktree(self, worktree: Worktree) -> None:
         """Before a commit or push: the checkout is this cache's, on the run's branch, and its

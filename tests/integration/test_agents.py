@@ -235,7 +235,7 @@ def test_codex_runs_exec_non_interactively_in_the_worktree(
     settings = AgentSettings(runner="codex", model="gpt-5-codex")
     outcome = make_runner(settings, redactor=Redactor(), source_env=source_env).run(call)
     record = json.loads((call.home_dir / "agent-record.json").read_text())
-    last_message = call.log_path.with_suffix(".codex-last-message.md")
+    last_message = call.run_dir / "codex-last-message.md"
     assert outcome.ok
     assert record["argv"][1:] == [
         "exec",

@@ -1,0 +1,125 @@
+"""A whole run in the sandbox the App uses: the agent works, and reaches nothing of the worker."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_pipeline import (
+    PYTEST,
+    MakeProject,
+    Project,
+    git,
+    implement,
+    prd,
+    project_factory,
+)
+from worker.sandbox import Sandbox, SandboxMode, make_sandbox
+from worker.state import RunResult, StoryState
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+WORKER_SECRET = "worker-only-secret-9c2e71"
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> MakeProject:
+    return project_factory(tmp_path)
+
+
+@pytest.fixture
+def agent_io(tmp_path: Path) -> Path:
+    """The scripted agent's scenario and call log: the one test-only folder it may write."""
+    folder = tmp_path / "agent-io"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def sandbox(agent_io: Path) -> Sandbox:
+    # The App's sandbox with the toolchain the operator names (REQDRIVE_SANDBOX_READONLY):
+    # here the Python running the scripted agent and the gates' pytest.
+    app = make_sandbox(SandboxMode.ON, readonly=[Path(sys.prefix), Path(sys.base_prefix), SUPPORT])
+    assert app is not None
+    return app.bind(writable=[agent_io])
+
+
+def run(
+    project: Project, agent_io: Path, sandbox: Sandbox, data: dict[str, Any], **extra: Any
+) -> RunResult:
+    data.setdefault("calls_log", str(agent_io / "calls.log"))
+    scenario = agent_io / "scenario.json"
+    scenario.write_text(json.dumps(data))
+    return project.run(scenario, sandbox=sandbox, **extra)
+
+
+def test_a_run_in_the_sandbox_plans_commits_and_passes_every_story(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    project = make_project()
+    # The agent's own git works inside: it commits twice, the worker squashes as ever.
+    data = {
+        "plan": [{"prd": prd(2)}],
+        "stories": {"US-001": [{**implement(1), "commit": "wip"}], "US-002": [implement(2)]},
+    }
+    result = run(project, agent_io, sandbox, data)
+
+    assert [s.state for s in result.stories] == [StoryState.PASSED] * 2
+    assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-002] - Feature 2"]
+    assert result.ready
+    # The agent's commit never reached the mirror: only the worker's are in the repository.
+    mirror = next((project.work_dir / "cache" / "mirrors").glob("*.git"))
+    assert "wip" not in git(mirror, "log", "--all", "--format=%s")
+
+
+def test_an_agent_in_the_sandbox_cannot_forge_state_redirect_git_or_read_secrets(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    project = make_project()
+    run_dir = project.run_dir()
+    loot = "loot.txt"
+    attack = (
+        f"exec > {loot} 2>&1; "
+        "printf 'gitdir: /tmp\\n' > .git && echo rewrote-git; "
+        f"cat {run_dir}/checkpoint.json && echo read-checkpoint; "
+        f"cat {project.work_dir}/cache/mirrors/*/config && echo read-mirror-config; "
+        "cat /proc/1/environ; cat /proc/$PPID/environ; "
+        "git config core.hooksPath /tmp && echo configured-mirror; "
+        "git status --porcelain | head -3; "
+        "true"
+    )
+    data = {
+        "plan": [{"prd": prd(1)}],
+        "stories": {"US-001": [{**implement(1), "run": ["sh", "-c", attack]}]},
+    }
+    worker_env = {"PATH": "/usr/bin:/bin", "GITHUB_TOKEN": WORKER_SECRET}
+    result = run(project, agent_io, sandbox, data, source_env=worker_env)
+
+    assert result.stories[0].state is StoryState.PASSED
+    commit = git(project.remote, "show", "--text", "--format=", "reqdrive/req-001-demo", "--", loot)
+    for success in ("rewrote-git", "read-checkpoint", "read-mirror-config", WORKER_SECRET):
+        assert success not in commit, commit
+    assert "Read-only file system" in commit  # .git is a read-only file in there
+    # The agent's git kept working on its own view: the mirror's config it could not touch.
+    assert "configured-mirror" in commit
+    mirror = next((project.work_dir / "cache" / "mirrors").glob("*.git"))
+    assert "hooksPath" not in (mirror / "config").read_text()
+
+
+def test_gates_run_in_the_sandbox_too(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    escaped = tmp_path / "gate-escaped"
+    project = make_project({"testCommand": f"touch {escaped} 2>/dev/null; {PYTEST}"})
+    data = {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}}
+    result = run(project, agent_io, sandbox, data)
+
+    assert result.stories[0].state is StoryState.PASSED
+    assert result.final_gates and all(g.passed for g in result.final_gates)
+    assert not escaped.exists()

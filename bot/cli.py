@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from bot.exceptions import ConfigurationError
 from bot.logs import configure_logging
-from bot.settings import load_settings
+from bot.settings import Settings, load_settings
 from bot.startup import (
     app_credentials_problem,
     ensure_port_free,
@@ -151,6 +151,7 @@ def _worker(args: argparse.Namespace) -> int:
         if problem[0]:
             raise ConfigurationError(problem[1])
         logging.getLogger("bot.worker").warning(problem[1])
+    _check_sandbox(settings)
     url = settings.redis_url or DEFAULT_REDIS_URL
     ensure_redis_answers(url, configured=settings.redis_url is not None, command="worker")
     # No socket timeout, unlike the web's client: the worker blocks on the queue on purpose.
@@ -160,6 +161,18 @@ def _worker(args: argparse.Namespace) -> int:
     # RQ adds no handler of its own when the root logger has ours (configure_logging).
     worker.work(burst=args.burst, with_scheduler=True, logging_level=settings.reqdrive_log_level)
     return 0
+
+
+def _check_sandbox(settings: Settings) -> None:
+    """Refuse to take jobs when agents could not be confined, unless the operator said off."""
+    from worker.exceptions import SandboxUnavailable
+    from worker.sandbox import make_sandbox, readonly_paths
+
+    readonly = readonly_paths(settings.reqdrive_sandbox_readonly)
+    try:
+        make_sandbox(settings.reqdrive_sandbox, readonly)  # off: logged as a warning there
+    except SandboxUnavailable as error:
+        raise ConfigurationError(f"reqdrive worker: {error}") from None
 
 
 def _replay(args: argparse.Namespace) -> int:

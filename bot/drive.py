@@ -19,6 +19,7 @@ from bot.runs import HEARTBEAT_TTL_S, RunRecord
 from bot.runtime import Runtime
 from worker.exceptions import RepoConfigError
 from worker.pipeline import Pipeline, Requirement, RunSpec
+from worker.sandbox import readonly_paths, sandbox_for
 from worker.state import RunResult, RunStatus, StoryState
 from worker.workspace import GitCredentials
 
@@ -153,6 +154,9 @@ def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
         agent_command=settings.reqdrive_agent_command,
         credentials=GitCredentials(token),
         secrets=tuple(secrets),
+        sandbox=sandbox_for(
+            settings.reqdrive_sandbox, readonly_paths(settings.reqdrive_sandbox_readonly)
+        ),
     )
 
 

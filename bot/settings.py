@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.exceptions import ConfigurationError
+from worker.sandbox import SandboxMode
 
 # Which variable a user must set, by settings field, for error messages.
 ENV_NAMES = {
@@ -53,6 +54,10 @@ class Settings(BaseSettings):
     # Logs (bot/logs.py): JSON lines, or readable text; unset, text on a terminal, else JSON.
     reqdrive_log_format: Literal["json", "text"] | None = None
     reqdrive_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Every agent call and gate runs in a bubblewrap sandbox; "off" runs them unconfined (the
+    # worker says so loudly). Extra read-only toolchain folders, separated like PATH.
+    reqdrive_sandbox: SandboxMode = SandboxMode.ON
+    reqdrive_sandbox_readonly: str = ""
     # The GitHub client (bot/github.py): per-call timeout, and PyGithub's pacing of requests.
     reqdrive_github_timeout_s: float = Field(default=15.0, gt=0)
     reqdrive_github_request_interval_s: float = Field(default=0.25, ge=0)

@@ -22,11 +22,13 @@ from worker.exceptions import (
     ReqdriveError,
     ResumeError,
     RunCancelled,
+    SandboxUnavailable,
     WorkspaceError,
 )
 from worker.pipeline import Pipeline, Requirement, RunSpec
 from worker.redact import Redactor
 from worker.reporting import ConsoleReporter
+from worker.sandbox import Sandbox, SandboxMode, make_sandbox, readonly_paths
 from worker.state import FileCheckpointStore, StopReason
 from worker.workspace import run_git, slugify
 
@@ -60,6 +62,7 @@ EXIT_CODES: tuple[tuple[type[ReqdriveError], ExitCode], ...] = (
     (ResumeError, ExitCode.GIT_ERROR),
     (PrdError, ExitCode.AGENT_ERROR),
     (AgentError, ExitCode.AGENT_ERROR),
+    (SandboxUnavailable, ExitCode.MISSING_DEPENDENCY),
 )
 
 
@@ -81,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--work-dir", type=Path, help="default $REQDRIVE_WORK_DIR or <repo>/.reqdrive"
     )
     parser.add_argument("--base", help="base branch (default: the branch checked out)")
+    parser.add_argument(
+        "--sandbox",
+        choices=[m.value for m in SandboxMode],
+        help="run the agent and the checks in a bubblewrap sandbox (default $REQDRIVE_SANDBOX, "
+        "else off on your own machine: the agent can then read what you can)",
+    )
     parser.add_argument(
         "--gate-path",
         help="PATH the checks run with, e.g. .venv/bin:/usr/bin:/bin to pick their python "
@@ -148,7 +157,22 @@ def _spec(args: argparse.Namespace) -> RunSpec:
         secrets=tuple(v for k, v in env.items() if SECRET_ENV_RE.search(k) and v),
         source_env=env,
         gate_path=args.gate_path or env.get("REQDRIVE_GATE_PATH") or None,
+        sandbox=_sandbox(args.sandbox or env.get("REQDRIVE_SANDBOX") or "off", env),
     )
+
+
+def _sandbox(mode: str, env: dict[str, str]) -> Sandbox | None:
+    """The sandbox asked for, checked; off by default on a developer's machine, and said."""
+    if mode not in {m.value for m in SandboxMode}:
+        raise PreflightError(f"REQDRIVE_SANDBOX must be on or off, not {mode!r}")
+    sandbox = make_sandbox(mode, readonly_paths(env.get("REQDRIVE_SANDBOX_READONLY")))
+    if sandbox is None:
+        print(
+            "reqdrive run: the agent runs unconfined, with your permissions (--sandbox on "
+            "confines it to its worktree)",
+            file=sys.stderr,
+        )
+    return sandbox
 
 
 def _keep_out_of_git_status(work_dir: Path, root: Path) -> None:

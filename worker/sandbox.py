@@ -191,16 +191,23 @@ def tool_paths(executable: str, path_var: str) -> list[Path]:
     return paths
 
 
-def make_sandbox(mode: SandboxMode | str, readonly: Iterable[Path] = ()) -> Sandbox | None:
-    """The sandbox a setting asks for (None for off), checked to work here."""
+def sandbox_for(mode: SandboxMode | str, readonly: Iterable[Path] = ()) -> Sandbox | None:
+    """The sandbox a setting asks for, None for off (unchecked: make_sandbox checks)."""
     if SandboxMode(mode) is SandboxMode.OFF:
+        return None
+    return Sandbox(readonly=tuple(Path(p) for p in readonly))
+
+
+def make_sandbox(mode: SandboxMode | str, readonly: Iterable[Path] = ()) -> Sandbox | None:
+    """The sandbox a setting asks for (None for off, said loudly), checked to work here."""
+    sandbox = sandbox_for(mode, readonly)
+    if sandbox is None:
         LOG.warning(
             "agents run UNCONFINED: REQDRIVE_SANDBOX=off; an agent can read this process's "
             "files, environment and credentials",
             extra={"sandbox": "off"},
         )
         return None
-    sandbox = Sandbox(readonly=tuple(Path(p) for p in readonly))
     sandbox.check()
     return sandbox
 

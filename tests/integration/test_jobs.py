@@ -89,6 +89,9 @@ def scene(
         reqdrive_agent_command=project.agent_command(scenario),
         reqdrive_github_request_interval_s=0,
         reqdrive_github_write_interval_s=0,
+        # The scripted agent reads its scenario beside the work dir, which a sandbox hides;
+        # tests/integration/test_pipeline_sandbox.py runs whole runs in the sandbox.
+        reqdrive_sandbox="off",
     )
     sleeps: list[float] = []
     runtime.configure(settings, redis_conn, sleep=sleeps.append)

@@ -108,3 +108,29 @@ def test_procfile_runs_the_web_server_and_a_worker() -> None:
     )
     assert processes["web"].split()[:2] == ["reqdrive", "serve"]
     assert processes["worker"].split() == ["reqdrive", "worker"]
+
+
+def test_worker_refuses_to_start_when_no_sandbox_can_be_made(tmp_path: Path) -> None:
+    # No bwrap on PATH, as on macOS or in a container without bubblewrap.
+    env = {**_env_without_secret(), "GITHUB_WEBHOOK_SECRET": "s", "PATH": str(tmp_path)}
+    env.pop("REQDRIVE_SANDBOX", None)
+    result = _cli("worker", tmp_path, env)
+    assert result.returncode != 0
+    assert "bwrap is not installed" in result.stderr
+    assert "apt-get install bubblewrap" in result.stderr
+    assert "REQDRIVE_SANDBOX=off" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_worker_with_the_sandbox_off_says_so_loudly(tmp_path: Path) -> None:
+    with closed_port() as port:
+        env = {
+            **_env_without_secret(),
+            "GITHUB_WEBHOOK_SECRET": "s",
+            "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+            "REQDRIVE_SANDBOX": "off",
+            "PATH": str(tmp_path),
+        }
+        result = _cli("worker", tmp_path, env)
+    assert "UNCONFINED" in result.stderr
+    assert "bwrap" not in result.stderr  # off means not even looked for

@@ -30,6 +30,10 @@ class Verdict(StrEnum):
     FAILED = "failed"
     UNVERIFIED = "unverified"
 
+    def worse_than(self, other: Verdict) -> bool:
+        order = (Verdict.PASSED, Verdict.UNVERIFIED, Verdict.FAILED)
+        return order.index(self) > order.index(other)
+
 
 @dataclass(frozen=True)
 class Judgement:
@@ -104,6 +108,12 @@ def _gate_problems(
             previous = was.get(name)
             if previous is None or previous.passed or previous.tests is not None:
                 problems.append(f"gate {name} failed")
+        elif not gate.passed and not gate.failed_tests:
+            # Red with no failing test (a coverage floor, an internal error): held against the
+            # story unless the gate was already red without a failing test before it.
+            previous = was.get(name)
+            if previous is None or previous.passed or previous.failed_tests:
+                problems.append(f"gate {name} failed, though no test failed (see its output)")
     return problems
 
 

@@ -582,7 +582,7 @@ class Pipeline:
             again = self._judge(
                 reference, restored, owned=owned, rewritten=rewritten, at_parent=at_parent
             )
-            if again.verdict is not Verdict.PASSED:
+            if again.verdict.worse_than(judged.verdict):
                 outcome = AttemptOutcome.NEEDS_REVIEW
                 why = (
                     f"passes only with its change to what a gate runs "

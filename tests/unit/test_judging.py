@@ -199,3 +199,22 @@ def test_the_next_attempt_is_told_each_failing_test_with_its_output() -> None:
         tests=judged.tests,
     )
     assert feedback(attempt) == "own still fails\n\nown still fails\nassert 3 == 2"
+
+
+def test_a_gate_turned_red_with_no_failing_test_is_not_a_pass() -> None:
+    # pytest's exit code for a coverage floor or an internal error: every test passed.
+    red = results(own=P)[0].model_copy(update={"passed": False, "exit_code": 3})
+    judged = judge_story(results(own=F), [red], ["tests"], owned={"own"})
+    assert (judged.verdict, judged.reason) == (
+        Verdict.FAILED,
+        "gate tests failed, though no test failed (see its output)",
+    )
+    # Red before for the same reason (no tests at all: exit 5): not held against the story.
+    empty = results()[0].model_copy(update={"passed": False, "exit_code": 5})
+    assert judge_story([empty], [empty], ["tests"]).verdict is Verdict.PASSED
+
+
+def test_verdicts_are_ordered_from_passed_to_failed() -> None:
+    assert Verdict.FAILED.worse_than(Verdict.UNVERIFIED)
+    assert Verdict.UNVERIFIED.worse_than(Verdict.PASSED)
+    assert not Verdict.UNVERIFIED.worse_than(Verdict.UNVERIFIED)

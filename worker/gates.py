@@ -215,8 +215,9 @@ def run_gate(
     written = junit_path if sandbox is None else Path(gate_env["TMPDIR"]) / junit_path.name
     written.unlink(missing_ok=True)
     report = cwd / spec.junit if isinstance(spec.junit, str) else None
-    if report is not None and (report.is_symlink() or report.is_file()):
-        report.unlink()
+    if report is not None:
+        if report.is_symlink() or report.is_file():
+            report.unlink()
     else:
         report = None if sandbox is None else written
         gate_env[PYTEST_ADDOPTS] = f"--junitxml={written}"

@@ -179,6 +179,10 @@ def test_a_runner_that_names_its_report_path_is_read_from_there(tmp_path: Path) 
     assert result.tests == {"pkg::TestAdd": TestStatus.PASSED, "pkg::TestSub": TestStatus.FAILED}
     assert result.failures["pkg::TestSub"] == "got 3\nwant 2"
     assert (tmp_path / "out" / "iteration-1.go.junit.xml").read_text() == xml
+    # Where no report was left before, the path is read all the same.
+    (tmp_path / "reports" / "junit.xml").unlink()
+    [fresh] = run(tmp_path, [gate("go", write, junit="reports/junit.xml")])
+    assert fresh.tests == result.tests
     [missing] = run(tmp_path, [stale])
     assert missing.tests is None
     assert "no per-test results: iteration-1.stale.junit.xml was not written" in missing.output_tail

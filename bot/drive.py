@@ -152,6 +152,7 @@ def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
         work_dir=settings.reqdrive_work_dir,
         base_ref=record.base_branch,
         agent_command=settings.reqdrive_agent_command,
+        gate_path=settings.reqdrive_gate_path,
         credentials=GitCredentials(token),
         secrets=tuple(secrets),
         sandbox=sandbox_for(

@@ -46,6 +46,7 @@ class Settings(BaseSettings):
     reqdrive_work_dir: Path = Path(".reqdrive")
     reqdrive_agent: str = "claude"
     reqdrive_agent_command: str | None = None
+    reqdrive_gate_path: str | None = None  # PATH the checks run with (the operator's python)
     reqdrive_trigger_label: str = "reqdrive"
     # The App's slug: pushes by "<slug>[bot]" never trigger runs. Unset: no bot push triggers.
     reqdrive_app_slug: str | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,9 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, project_factory
+from tests.integration.test_pipeline_sandbox import SUPPORT
+from tests.integration.test_pipeline_sandbox import run as run_sandboxed
+from worker.sandbox import SandboxMode, make_sandbox
 from worker.state import AttemptOutcome, RunResult, StoryState
 
 PYTHON_DIR = os.path.dirname(sys.executable)
@@ -335,3 +339,28 @@ def test_a_repository_with_no_tests_at_all(make_project: MakeProject) -> None:
     assert summary["per_test_results"]
     body = pr_body(project)
     assert "no tests ran" in body
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_in_the_apps_sandbox_the_judging_is_the_same(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    # The gates run confined too: the JUnit report comes back from the gate's own TMPDIR.
+    agent_io = tmp_path / "agent-io"
+    agent_io.mkdir()
+    app = make_sandbox(SandboxMode.ON, readonly=[Path(sys.prefix), Path(sys.base_prefix), SUPPORT])
+    assert app is not None
+    sandbox = app.bind(writable=[agent_io])
+    project = calc_project(make_project)
+    scenario = {
+        "plan": [{"prd": calc_prd()}],
+        "stories": {
+            "US-001": [op("add")],
+            "US-002": [op("sub", "a - b + 1"), op("sub")],
+            "US-003": [op("mul")],
+        },
+    }
+    result = run_sandboxed(project, agent_io, sandbox, scenario, gate_path=GATE_PATH)
+    assert [len(s.attempts) for s in result.stories] == [1, 2, 1]
+    assert result.stories[1].attempts[0].reason == f"{TEST_IDS['sub']} still fails"
+    assert [s.state for s in result.stories] == [StoryState.PASSED] * 3 and result.ready

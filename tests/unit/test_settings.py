@@ -61,3 +61,11 @@ def test_an_empty_redis_url_means_unset(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
     monkeypatch.setenv("REDIS_URL", "")
     assert load_settings().redis_url is None
+
+
+def test_the_checks_path_is_the_operators_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s3cret")
+    monkeypatch.delenv("REQDRIVE_GATE_PATH", raising=False)
+    assert load_settings().reqdrive_gate_path is None
+    monkeypatch.setenv("REQDRIVE_GATE_PATH", "/opt/py311/bin:/usr/bin:/bin")
+    assert load_settings().reqdrive_gate_path == "/opt/py311/bin:/usr/bin:/bin"

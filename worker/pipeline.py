@@ -42,7 +42,13 @@ from worker.prompting import STORY_TEMPLATE, PromptRenderer, load_overrides
 from worker.redact import Redactor
 from worker.repo_config import GatesMode, RepoConfig, read_repo_config
 from worker.reporting import Reporter
-from worker.resume import check_requirement, reconcile, stop_leftovers
+from worker.resume import (
+    check_requirement,
+    reconcile,
+    stop_leftovers,
+    story_trailer,
+    unproven_stories,
+)
 from worker.run_folder import (
     PRD_JSON,
     RUN_JSON,
@@ -263,7 +269,21 @@ class Pipeline:
             cp.status, cp.error = RunStatus.RUNNING, None
             if reconcile(worktree.path, cp):
                 self._push()
+            self._reverify(cp)
         return worktree
+
+    def _reverify(self, cp: Checkpoint) -> None:
+        """Stories the checkpoint calls done without their commit on the branch are done again."""
+        unproven = unproven_stories(self.worktree.path, cp)
+        if not unproven:
+            return
+        log.warning("checkpoint claims unproven", extra={"run_id": cp.run_id, "stories": unproven})
+        cp.stop_reason = None
+        self.folder.append_progress(
+            "resume: the checkpoint calls " + ", ".join(unproven) + " done, but the branch "
+            "holds no commit for them; they are pending again"
+        )
+        self.checkpoints.save(cp)
 
     def _before_resume(self, cp: Checkpoint) -> None:
         check_requirement(cp, self.spec.requirement.sha256)
@@ -550,7 +570,8 @@ class Pipeline:
         """Commit what the agent left, run the gates on it, keep the commit if they allow."""
         cp, path, iteration = self.cp, self.worktree.path, base["iteration"]
         self.cache.check_worktree(self.worktree)  # its own repository and branch, nothing else
-        run_git(["commit", "--quiet", "--no-verify", "-m", _story_subject(record)], cwd=path)
+        message = ["-m", _story_subject(record), "-m", story_trailer(record.id)]
+        run_git(["commit", "--quiet", "--no-verify", *message], cwd=path)
         commit = head_sha(path)
         label = self.folder.gates_label(iteration)
         gates = self._run_gates(label, fail_fast=fail_fast_on(cp.baseline or []))

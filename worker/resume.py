@@ -9,7 +9,7 @@ from pathlib import Path
 
 from worker.exceptions import PreflightError, ResumeError
 from worker.processes import MARK_VAR
-from worker.state import Checkpoint
+from worker.state import Checkpoint, StoryState
 from worker.workspace import head_sha, run_git
 
 
@@ -74,6 +74,41 @@ def reconcile(path: Path, cp: Checkpoint) -> bool:
             raise ResumeError(mismatch.format(local[:12]))
         run_git(["reset", "--hard", "--quiet", cp.head_sha], cwd=path)
     return remote != cp.head_sha and cp.head_sha != cp.base_sha
+
+
+# Each story commit names its story: a resumed run believes a checkpoint's "passed" only for
+# stories whose commit is on the branch with this trailer.
+STORY_TRAILER = "Reqdrive-Story"
+# States that claim a commit on the branch.
+COMMITTED_STATES = (StoryState.PASSED, StoryState.NEEDS_REVIEW, StoryState.UNVERIFIED)
+
+
+def story_trailer(story_id: str) -> str:
+    return f"{STORY_TRAILER}: {story_id}"
+
+
+def unproven_stories(path: Path, cp: Checkpoint) -> list[str]:
+    """Put back to pending every story the checkpoint calls done whose commit the branch does
+    not hold (between the base and the checkpoint's head, with its story trailer); their ids.
+
+    The checkpoint is the run's own record, out of the agent's reach in a sandbox; this is
+    what catches one rewritten anyway (unsandboxed, or by hand): "all passed", no commits.
+    """
+    listed = run_git(
+        ["log", f"--format=%H %(trailers:key={STORY_TRAILER},valueonly,separator=%x2C)",
+         f"{cp.base_sha}..{cp.head_sha}"],
+        cwd=path,
+        check=False,
+    )  # fmt: skip
+    on_branch = dict(line.partition(" ")[::2] for line in listed.splitlines() if line)
+    reset = []
+    for story in cp.stories:
+        if story.state not in COMMITTED_STATES:
+            continue
+        if story.commit is None or on_branch.get(story.commit, "").strip() != story.id:
+            story.state, story.commit = StoryState.PENDING, None
+            reset.append(story.id)
+    return reset
 
 
 def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:

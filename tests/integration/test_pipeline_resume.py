@@ -273,3 +273,31 @@ def test_a_baseline_cancelled_part_way_is_measured_again_when_the_run_resumes(
     progress = (project.run_dir() / "progress.txt").read_text()  # the story prompt's progress
     assert "baseline on the base commit: tests passes" in progress and "FAILS" not in progress
     assert second.stories[0].state is StoryState.PASSED and second.ready
+
+
+def test_a_forged_checkpoint_claiming_every_story_passed_is_checked_against_the_branch(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"maxIterations": 1})
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [implement(1)], "US-002": [implement(2)]}}
+    )
+    first = project.run(scenario)
+    assert first.stop_reason is StopReason.MAX_ITERATIONS
+    # Rewritten as the agent of issue 7 did: everything passed, the loop done, no commit.
+    store = FileCheckpointStore(project.work_dir / "runs")
+    forged = store.load("run-1")
+    assert forged is not None
+    forged.stories[1].state = StoryState.PASSED
+    forged.iteration = 0
+    forged.stop_reason = StopReason.ALL_STORIES_PASSED
+    store.save(forged)
+
+    second = project.run(scenario)
+
+    assert project.calls()[-1] == "US-002 1"  # the claim was not believed: US-002 ran
+    assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-002] - Feature 2"]
+    assert [s.state for s in second.stories] == [StoryState.PASSED] * 2
+    assert "holds no commit for them" in (project.run_dir() / "progress.txt").read_text()
+    body = git(project.remote, "log", "-1", "--format=%B", BRANCH)
+    assert "Reqdrive-Story: US-002" in body

@@ -129,13 +129,21 @@ def rewritten_tests(
     """Which of these tests (Python test functions) the story changed: their code, or their
     decorators (a skip mark), compared as syntax trees so moving lines does not count."""
     rewritten = []
+    trees: dict[tuple[str, str], list[ast.stmt] | str | None] = {}
+
+    def tree(sha: str, path: str) -> list[ast.stmt] | str | None:
+        # Parsed once per file and side: a test file may hold hundreds of tests.
+        if (sha, path) not in trees:
+            trees[sha, path] = _parse(read_file_at(cwd, sha, path))
+        return trees[sha, path]
+
     for test_id in sorted(test_ids):
         located = _locate(test_id, changed)
         if located is None:
             continue
         path, names = located
-        old = _definition(read_file_at(cwd, pre, path), names)
-        new = _definition(read_file_at(cwd, commit, path), names)
+        old = _definition(tree(pre, path), names)
+        new = _definition(tree(commit, path), names)
         # Not found on either side: a deleted test is judged by its missing result instead.
         if old is not None and new is not None and new != old:
             rewritten.append(test_id)
@@ -155,15 +163,23 @@ def _locate(test_id: str, changed: Collection[str]) -> tuple[str, list[str]] | N
     return None
 
 
-def _definition(text: str | None, names: Sequence[str]) -> str | None:
-    """The syntax tree of the named definition (decorators included), as text; None when the
-    file or the definition is not there, a marker when the file does not parse."""
+def _parse(text: str | None) -> list[ast.stmt] | str | None:
+    """A file's top-level statements; None when it is not there, a marker when it does not
+    parse (so any change to it counts)."""
     if text is None:
         return None
     try:
-        scope: list[ast.stmt] = ast.parse(text).body
+        return ast.parse(text).body
     except SyntaxError:
         return "<does not parse>"
+
+
+def _definition(body: list[ast.stmt] | str | None, names: Sequence[str]) -> str | None:
+    """The syntax tree of the named definition (decorators included), as text; None when the
+    file or the definition is not there."""
+    if body is None or isinstance(body, str):
+        return body
+    scope = body
     node: ast.stmt | None = None
     for name in names:
         node = next(

@@ -12,7 +12,7 @@ from redis.retry import Retry
 
 from bot.enqueue import Enqueuer
 from bot.intake import Answer, Intake, WebhookEndpoint, encode
-from bot.logs import configure_logging
+from bot.logs import configure_from
 from bot.metrics import CONTENT_TYPE, CountingEndpoint, DeliveryCounter, render
 from bot.settings import Settings, load_settings
 from bot.triggers import TriggerContext
@@ -27,7 +27,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     """The Flask app; with no settings they are read from the environment (the server's factory)."""
     if settings is None:  # the web server's own process: its logs are ours to configure
         settings = load_settings()
-        configure_logging(settings.reqdrive_log_format, settings.reqdrive_log_level)
+        configure_from(settings)
     connection = redis_connection(settings.redis_url or DEFAULT_REDIS_URL)
     timeout_s = math.ceil(settings.reqdrive_job_timeout_hours * 3600)
     intake = Intake(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from bot.exceptions import ConfigurationError
-from bot.logs import configure_logging
+from bot.logs import configure_from
 from bot.settings import Settings, load_settings
 from bot.startup import (
     app_credentials_problem,
@@ -145,7 +145,7 @@ def _worker(args: argparse.Namespace) -> int:
     from bot.app import DEFAULT_REDIS_URL  # the worker reads the Redis the web process writes
 
     settings = load_settings()
-    configure_logging(settings.reqdrive_log_format, settings.reqdrive_log_level)
+    configure_from(settings)
     problem = app_credentials_problem(settings)
     if problem is not None:
         if problem[0]:

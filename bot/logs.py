@@ -3,7 +3,8 @@
 Every `extra=` field of a record (delivery_id, job_id, run_id, story_id, ...) is written; inside
 an RQ job the job's id and its delivery's id are added to each record that does not carry them.
 The format comes from Settings (REQDRIVE_LOG_FORMAT=json|text); unset, a terminal gets text and
-anything else JSON. The level is REQDRIVE_LOG_LEVEL (default INFO).
+anything else JSON. The level is REQDRIVE_LOG_LEVEL (default INFO). Every line passes the
+engine's Redactor: credential shapes and the service's own secrets never reach a log.
 """
 
 from __future__ import annotations
@@ -11,10 +12,15 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from rq import get_current_job
+
+from bot.settings import Settings
+from worker.redact import Redactor
 
 # The attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -36,10 +42,24 @@ class JobContext(logging.Filter):
         return True
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and every extra field."""
+class RedactingFormatter(logging.Formatter):
+    """A formatter whose whole line, traceback included, passes a Redactor."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self._redactor = redactor
 
     def format(self, record: logging.LogRecord) -> str:
+        return self._redactor.redact(self.line(record))
+
+    def line(self, record: logging.LogRecord) -> str:
+        raise NotImplementedError
+
+
+class JsonFormatter(RedactingFormatter):
+    """One JSON object per line: time, level, logger, message and every extra field."""
+
+    def line(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "time": _timestamp(record),
             "level": record.levelname,
@@ -52,10 +72,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-class TextFormatter(logging.Formatter):
+class TextFormatter(RedactingFormatter):
     """`2026-11-22T23:38:20.123Z INFO bot.intake: job queued delivery_id=... job_id=...`."""
 
-    def format(self, record: logging.LogRecord) -> str:
+    def line(self, record: logging.LogRecord) -> str:
         fields = " ".join(f"{key}={_text(value)}" for key, value in extras(record).items())
         line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
         line = f"{line} {fields}" if fields else line
@@ -72,17 +92,24 @@ def extras(record: logging.LogRecord) -> dict[str, Any]:
 
 
 def configure_logging(
-    log_format: str | None = None, level: str = "INFO", stream: IO[str] | None = None
+    log_format: str | None = None,
+    level: str = "INFO",
+    stream: IO[str] | None = None,
+    *,
+    secrets: Iterable[str] = (),
 ) -> str:
     """Send every logger's records to `stream` (stderr) in `log_format`; return the format.
 
-    No format: text on a terminal, else JSON. Replaces the root logger's handlers, so calling
+    No format: text on a terminal, else JSON. `secrets` are hidden from every line, besides
+    the credential shapes the Redactor knows. Replaces the root logger's handlers, so calling
     it twice does not double lines.
     """
     stream = stream if stream is not None else sys.stderr
     chosen = log_format or ("text" if stream.isatty() else "json")
+    redactor = Redactor(secrets)
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(TextFormatter() if chosen == "text" else JsonFormatter())
+    formatter = TextFormatter(redactor) if chosen == "text" else JsonFormatter(redactor)
+    handler.setFormatter(formatter)
     handler.addFilter(JobContext())
     root = logging.getLogger()
     for old in root.handlers[:]:
@@ -90,6 +117,28 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(level)
     return chosen
+
+
+def configure_from(settings: Settings, stream: IO[str] | None = None) -> str:
+    """configure_logging with the settings' format and level, hiding the settings' secrets."""
+    return configure_logging(
+        settings.reqdrive_log_format,
+        settings.reqdrive_log_level,
+        stream,
+        secrets=service_secrets(settings),
+    )
+
+
+def service_secrets(settings: Settings) -> list[str]:
+    """The secret values the service holds: webhook secret, App key, Redis password."""
+    found = [settings.github_webhook_secret.get_secret_value()]
+    if settings.github_private_key is not None:
+        found.append(settings.github_private_key.get_secret_value())
+    if settings.redis_url:
+        password = urlsplit(settings.redis_url).password
+        if password:
+            found.append(password)
+    return found
 
 
 def _timestamp(record: logging.LogRecord) -> str:

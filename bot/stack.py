@@ -20,7 +20,7 @@ from dotenv import load_dotenv
 
 from bot.embedded_redis import EmbeddedRedis
 from bot.exceptions import ConfigurationError
-from bot.logs import configure_logging
+from bot.logs import configure_from
 from bot.settings import load_settings
 from bot.startup import StackLock, app_credentials_problem, ensure_port_free, ensure_redis_answers
 
@@ -61,7 +61,7 @@ def run_stack(host: str, port: int, grace_s: float) -> int:
     """
     load_dotenv(Path.cwd() / ".env", override=False)  # real environment variables win
     settings = load_settings()
-    configure_logging(settings.reqdrive_log_format, settings.reqdrive_log_level)
+    configure_from(settings)
     problem = app_credentials_problem(settings)
     if problem is not None and problem[0]:
         raise ConfigurationError(problem[1])

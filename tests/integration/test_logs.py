@@ -13,7 +13,7 @@ from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
 from bot.app import create_app
-from bot.logs import configure_logging
+from bot.logs import configure_from, configure_logging
 from bot.settings import load_settings
 from tests.support import webhooks
 
@@ -108,3 +108,26 @@ def test_inside_a_job_every_line_names_the_job_and_its_delivery(
     [line] = [line for line in _lines(captured) if line["logger"] == LOGGER]
     assert (line["job_id"], line["delivery_id"]) == (job.id, "d-42")
     assert (line["run_id"], line["story_id"]) == ("issue-1-x", "US-002")
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_no_secret_reaches_a_log_line_or_its_traceback(
+    captured: io.StringIO, monkeypatch: pytest.MonkeyPatch, log_format: str
+) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "webhook-secret-value-1234")
+    monkeypatch.setenv("REDIS_URL", "redis://:redis-password-5678@127.0.0.1:6379/0")
+    monkeypatch.setenv("REQDRIVE_LOG_FORMAT", log_format)
+    configure_from(load_settings(), captured)
+    token = "ghs_" + "a" * 36
+    try:
+        raise RuntimeError(f"push failed for https://x-access-token:{token}@github.com/o/r")
+    except RuntimeError:
+        logging.getLogger("bot.x").exception(
+            "run failed", extra={"secret": "webhook-secret-value-1234", "token": token}
+        )
+    logging.getLogger("bot.x").info("connected to redis-password-5678")
+    text = captured.getvalue()
+    assert "run failed" in text and "RuntimeError" in text
+    for secret in ("webhook-secret-value-1234", "redis-password-5678", token):
+        assert secret not in text
+    assert text.count("[REDACTED]") >= 4

@@ -95,6 +95,13 @@ def test_the_readme_sequence_works_in_a_clone_with_nothing_beside_it(
                 ["bash", "-c", replay_line], cwd=clone, env=env, capture_output=True, text=True,
                 timeout=60, check=False,
             )  # fmt: skip
+            # As the README says: worker.log shows the worker taking that job off the queue.
+            job_ids = re.findall(r"run-issue-1-[0-9a-f]+", replayed.stdout)
+            assert job_ids, replayed.stdout + replayed.stderr
+            worker_log = clone / ".reqdrive" / "logs" / "worker.log"
+            while not (worker_log.exists() and job_ids[0] in worker_log.read_text()):
+                assert time.monotonic() < deadline, replayed.stdout
+                time.sleep(0.5)
         finally:
             if up.poll() is None:
                 os.killpg(up.pid, signal.SIGINT)  # Ctrl-C, as the README says

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+from importlib.machinery import SourceFileLoader
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +115,43 @@ def _refs(node: object) -> list[str]:
     if isinstance(node, list):
         return [ref for value in node for ref in _refs(value)]
     return []
+
+
+def _cut_openapi() -> Any:
+    loader = SourceFileLoader("cut_openapi", str(ROOT / "scripts" / "cut-openapi"))
+    spec = importlib.util.spec_from_loader("cut_openapi", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_cut_keeps_the_listed_operations_and_every_component_they_reach() -> None:
+    schema = {"$ref": "#/components/schemas/a"}
+    ok = {"200": {"content": {"application/json": {"schema": schema}}}}
+    document = {
+        "openapi": "3.0.3",
+        "paths": {
+            "/x/{id}": {
+                "parameters": [{"$ref": "#/components/parameters/id"}],
+                "get": {"responses": ok},
+                "delete": {"responses": {}},
+            },
+            "/y": {"get": {"responses": {}}},
+        },
+        "components": {
+            "parameters": {"id": {"name": "id", "in": "path", "schema": {"type": "string"}}},
+            "schemas": {
+                "a": {"properties": {"b": {"$ref": "#/components/schemas/b"}}},
+                "b": {"type": "string"},
+                "unused": {"type": "integer"},
+            },
+        },
+    }
+    cut = _cut_openapi().cut(document, [("get", "/x/{id}")])
+    assert list(cut["paths"]) == ["/x/{id}"]
+    assert set(cut["paths"]["/x/{id}"]) == {"get", "parameters"}
+    assert set(cut["components"]["schemas"]) == {"a", "b"}
+    assert set(cut["components"]["parameters"]) == {"id"}
+    with pytest.raises(SystemExit, match="not in the source description: POST /x/"):
+        _cut_openapi().cut(document, [("post", "/x/{id}")])

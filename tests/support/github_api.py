@@ -5,7 +5,9 @@ tests/fixtures/github/openapi.json (cut by scripts/cut-openapi for the operation
 operations.txt), then validates its path and query parameters and its JSON body against that
 operation's schemas; it raises AssertionError naming the operation and what is wrong.
 `validated_responses()` (the `github_responses` fixture) is a `responses.RequestsMock` whose
-every call is checked this way when it closes.
+every call is checked this way when it closes. `check_response(method, url, status, body)`
+checks a stand-in's answer the same way: a status the operation documents, and a JSON body
+matching that status's schema.
 """
 
 from __future__ import annotations
@@ -73,6 +75,33 @@ def check_request(method: str, url: str, body: bytes | str | Any | None) -> None
     assert match is not None
     _check_parameters(operation, {k: unquote(v) for k, v in match.groupdict().items()}, query)
     _check_body(operation, value)
+
+
+def check_response(method: str, url: str, status: int, body: bytes | str | Any | None) -> None:
+    """Raise AssertionError unless GitHub documents this answer to this request."""
+    path = urlsplit(url).path
+    if method.upper() == "POST" and path in GRAPHQL_PATHS:
+        return  # GraphQL answers are shaped by the query, not by the REST description
+    operation = _operation(method.lower(), path.removeprefix(ENTERPRISE_PREFIX))
+    responses_pointer = operation.pointer + "/responses"
+    documented = _document_at(responses_pointer)
+    key = str(status) if str(status) in documented else "default"
+    assert key in documented, (
+        f"{operation.name}: GitHub does not answer {status} (documented: {sorted(documented)})"
+    )
+    pointer = f"{responses_pointer}/{key}"
+    response = _document_at(pointer)
+    if "$ref" in response:
+        pointer = response["$ref"].removeprefix("#")
+        response = _document_at(pointer)
+    value = _decoded(method, path, body)
+    content = response.get("content", {})
+    if "application/json" not in content:
+        assert value is None, f"{operation.name}: a {status} answer has no body, got {value!r:.80}"
+        return
+    assert value is not None, f"{operation.name}: a {status} answer has a JSON body"
+    schema_pointer = f"{pointer}/content/{_escape('application/json')}/schema"
+    _validate(operation, f"{status} answer", value, schema_pointer)
 
 
 @contextmanager

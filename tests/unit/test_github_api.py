@@ -9,7 +9,12 @@ import pytest
 import requests
 import responses
 
-from tests.support.github_api import check_request, validated_responses, with_nullable
+from tests.support.github_api import (
+    check_request,
+    check_response,
+    validated_responses,
+    with_nullable,
+)
 
 API = "https://api.github.com"
 REPO = f"{API}/repos/octo/demo"
@@ -122,3 +127,32 @@ def test_validated_responses_checks_every_call_when_it_closes() -> None:
     with validated_responses() as rsps:
         rsps.add(responses.POST, f"{REPO}/issues/1/comments", json={"id": 1}, status=201)
         assert requests.post(f"{REPO}/issues/1/comments", json={"body": "ok"}, timeout=5).ok
+
+
+def _comment() -> dict[str, object]:
+    user = {
+        "login": "reqdrive[bot]", "id": 1, "node_id": "n", "avatar_url": "https://a",
+        "gravatar_id": None, "url": "https://u", "html_url": "https://h", "followers_url": "f",
+        "following_url": "f", "gists_url": "g", "starred_url": "s", "subscriptions_url": "s",
+        "organizations_url": "o", "repos_url": "r", "events_url": "e",
+        "received_events_url": "r", "type": "Bot", "site_admin": False,
+    }  # fmt: skip
+    return {
+        "id": 9, "node_id": "c", "url": "https://c", "html_url": "https://c", "body": "hi",
+        "user": user, "created_at": "2026-11-22T00:00:00Z",
+        "updated_at": "2026-11-22T00:00:00Z", "issue_url": "https://i",
+        "author_association": "NONE",
+    }  # fmt: skip
+
+
+def test_an_answer_is_checked_against_the_documented_status_and_schema() -> None:
+    url = f"{REPO}/issues/7/comments"
+    check_response("POST", url, 201, json.dumps(_comment()))
+    with pytest.raises(AssertionError, match="'id' is a required property"):
+        check_response("POST", url, 201, {k: v for k, v in _comment().items() if k != "id"})
+    with pytest.raises(AssertionError, match=r"does not answer 418 \(documented: \['201'"):
+        check_response("POST", url, 418, None)
+    # GitHub's error answers have their own documented shape.
+    check_response("POST", url, 404, {"message": "Not Found", "documentation_url": "https://d"})
+    with pytest.raises(AssertionError, match="404 answer"):
+        check_response("POST", url, 404, {"message": 404})

@@ -143,6 +143,9 @@ def _worker(args: argparse.Namespace) -> int:
     from rq.serializers import JSONSerializer
 
     from bot.app import DEFAULT_REDIS_URL  # the worker reads the Redis the web process writes
+    from bot.job_class import ReqdriveJob
+    from bot.recovery import Sweeper
+    from bot.runtime import configure
 
     settings = load_settings()
     configure_from(settings)
@@ -156,8 +159,18 @@ def _worker(args: argparse.Namespace) -> int:
     ensure_redis_answers(url, configured=settings.redis_url is not None, command="worker")
     # No socket timeout, unlike the web's client: the worker blocks on the queue on purpose.
     connection = redis.Redis.from_url(url)
+    if problem is None:
+        # Built once here; forked work horses inherit it.
+        runtime = configure(settings, connection)
+        # Runs whose worker died are resumed by whichever worker notices first.
+        Sweeper(runtime).start()
     # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.
-    worker = Worker([settings.reqdrive_queue], connection=connection, serializer=JSONSerializer)
+    worker = Worker(
+        [settings.reqdrive_queue],
+        connection=connection,
+        serializer=JSONSerializer,
+        job_class=ReqdriveJob,
+    )
     # RQ adds no handler of its own when the root logger has ours (configure_logging).
     worker.work(burst=args.burst, with_scheduler=True, logging_level=settings.reqdrive_log_level)
     return 0

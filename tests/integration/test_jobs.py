@@ -15,6 +15,7 @@ from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
 from bot import runtime
+from bot.job_class import ReqdriveJob
 from bot.jobs import run_requirement
 from bot.runs import RERUN_KEY, RunRecords
 from bot.settings import load_settings
@@ -46,11 +47,21 @@ class Scene:
         self.project.scenario(data)
 
     def enqueue(self, kind: JobKind, **fields: Any) -> str:
-        function = {JobKind.RUN: "run_requirement", JobKind.RETRY: "retry_stories",
-                    JobKind.PLAN: "plan_requirement", JobKind.CANCEL: "cancel_run",
-                    JobKind.STATUS: "report_status", JobKind.HELP: "reply_help"}[kind]  # fmt: skip
-        values: dict[str, Any] = {"delivery_id": f"d-{time.time_ns()}", "repo": REPO,
-                                  "installation_id": 7, "sender": "alice", **fields}  # fmt: skip
+        function = {
+            JobKind.RUN: "run_requirement",
+            JobKind.RETRY: "retry_stories",
+            JobKind.PLAN: "plan_requirement",
+            JobKind.CANCEL: "cancel_run",
+            JobKind.STATUS: "report_status",
+            JobKind.HELP: "reply_help",
+        }[kind]
+        values: dict[str, Any] = {
+            "delivery_id": f"d-{time.time_ns()}",
+            "repo": REPO,
+            "installation_id": 7,
+            "sender": "alice",
+            **fields,
+        }
         request = RunRequest(kind=kind, **values)
         job = self.queue.enqueue(f"bot.jobs.{function}", kwargs=request.model_dump(mode="json"))
         return str(job.id)
@@ -74,8 +85,9 @@ def scene(
     fake_github.add_repo(REPO, str(project.remote))
     fake_github.branch_heads[(REPO, "main")] = head
     for ref in ("main", head):
-        fake_github.set_file(REPO, ref, ".github/reqdrive.yml",
-                             (source / ".github/reqdrive.yml").read_text())  # fmt: skip
+        fake_github.set_file(
+            REPO, ref, ".github/reqdrive.yml", (source / ".github/reqdrive.yml").read_text()
+        )
     fake_github.set_role(REPO, "alice", "write")
     scenario = tmp_path / "scenario.json"
     settings = load_settings(
@@ -144,8 +156,9 @@ def test_a_commenter_with_read_or_triage_gets_one_reply_and_nothing_runs(scene: 
     gh.set_role(REPO, "bob", "triage")
     scene.scenario(three_stories())
 
-    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue, sender="bob",
-                  comment_id=555)  # fmt: skip
+    scene.enqueue(
+        JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue, sender="bob", comment_id=555
+    )
     scene.work()
 
     [reply] = gh.comments_on(REPO, issue)
@@ -156,8 +169,13 @@ def test_a_commenter_with_read_or_triage_gets_one_reply_and_nothing_runs(scene: 
 def test_a_bots_comment_does_nothing_at_all(scene: Scene) -> None:
     issue = scene.gh.add_issue(REPO, "Features", "Build.")
 
-    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue,
-                  sender="reqdrive[bot]", comment_id=9)  # fmt: skip
+    scene.enqueue(
+        JobKind.RUN,
+        requirement=f"ISSUE-{issue}",
+        issue_number=issue,
+        sender="reqdrive[bot]",
+        comment_id=9,
+    )
     scene.work()
 
     assert scene.gh.writes() == []
@@ -223,9 +241,16 @@ def test_retry_one_story_reruns_only_that_story_and_updates_pr_comment_and_check
     gh = scene.gh
     issue = gh.add_issue(REPO, "Features", "Build features one to three.")
     broken = implement(3, correct=False)
-    scene.scenario({"plan": [{"prd": prd(3)}],
-                    "stories": {"US-001": [implement(1)], "US-002": [implement(2)],
-                                "US-003": [broken, broken, broken, implement(3)]}})  # fmt: skip
+    scene.scenario(
+        {
+            "plan": [{"prd": prd(3)}],
+            "stories": {
+                "US-001": [implement(1)],
+                "US-002": [implement(2)],
+                "US-003": [broken, broken, broken, implement(3)],
+            },
+        }
+    )
     scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
     scene.work()
     [pull] = gh.pulls_of(REPO)
@@ -281,9 +306,15 @@ def test_cancel_during_a_run_stops_the_agent_and_leaves_a_draft(scene: Scene) ->
     gh = scene.gh
     issue = gh.add_issue(REPO, "Features", "Build features one and two.")
     pids = scene.tmp / "pids"
-    scene.scenario({"plan": [{"prd": prd(2)}],
-                    "stories": {"US-001": [implement(1)],
-                                "US-002": [{"hang": 120, "pids_file": str(pids)}]}})  # fmt: skip
+    scene.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {
+                "US-001": [implement(1)],
+                "US-002": [{"hang": 120, "pids_file": str(pids)}],
+            },
+        }
+    )
     request = RunRequest(
         kind=JobKind.RUN,
         delivery_id="d1",
@@ -314,8 +345,9 @@ def test_cancel_during_a_run_stops_the_agent_and_leaves_a_draft(scene: Scene) ->
     assert pull["draft"] is True
     body = progress_comments(gh, issue)[0]["body"]
     assert "Cancelled" in body
-    cp = RedisCheckpointStore(scene.conn).load(scene.records().for_source(REPO, f"ISSUE-{issue}")
-                                               .run_id)  # type: ignore[union-attr]  # fmt: skip
+    cp = RedisCheckpointStore(scene.conn).load(
+        scene.records().for_source(REPO, f"ISSUE-{issue}").run_id
+    )  # type: ignore[union-attr]
     assert cp is not None and cp.story("US-001").state is StoryState.PASSED
     assert [r["conclusion"] for r in gh.check_runs_of(REPO)][-1] == "cancelled"
 
@@ -327,8 +359,15 @@ def test_an_edit_pushed_while_the_run_runs_is_run_again_on_the_new_text(scene: S
     gh.set_file(REPO, "edited", path, "# REQ-001\nNew text.\n")
     scene.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
     job_id = scene.enqueue(JobKind.RUN, requirement=path, head_sha=head)
-    newer = RunRequest(kind=JobKind.RUN, delivery_id="d2", repo=REPO, installation_id=7,
-                       sender="alice", requirement=path, head_sha="edited")  # fmt: skip
+    newer = RunRequest(
+        kind=JobKind.RUN,
+        delivery_id="d2",
+        repo=REPO,
+        installation_id=7,
+        sender="alice",
+        requirement=path,
+        head_sha="edited",
+    )
     # What intake stores when the edit arrives while the job above is running.
     scene.conn.set(RERUN_KEY.format(job_id=job_id), json.dumps(newer.model_dump(mode="json")))
 
@@ -338,3 +377,30 @@ def test_an_edit_pushed_while_the_run_runs_is_run_again_on_the_new_text(scene: S
     assert runs == {"# REQ-001\nNew text.\n"}
     assert len(gh.pulls_of(REPO)) == 1
     assert scene.conn.get(RERUN_KEY.format(job_id=job_id)) is None
+
+
+def test_a_job_queued_under_the_old_worker_jobs_name_runs_the_bot_job(scene: Scene) -> None:
+    issue = scene.gh.add_issue(REPO, "Features", "Build.")
+    request = RunRequest(
+        kind=JobKind.HELP,
+        delivery_id="d-old",
+        repo=REPO,
+        installation_id=7,
+        sender="alice",
+        requirement=f"ISSUE-{issue}",
+        issue_number=issue,
+        comment_id=4,
+    )
+    job = scene.queue.enqueue("worker.jobs.reply_help", kwargs=request.model_dump(mode="json"))
+
+    worker = SimpleWorker(
+        [scene.queue], connection=scene.conn, serializer=JSONSerializer, job_class=ReqdriveJob
+    )
+    worker.work(burst=True)
+
+    assert (
+        ReqdriveJob.fetch(job.id, connection=scene.conn, serializer=JSONSerializer).func_name
+        == "bot.jobs.reply_help"
+    )
+    [reply] = scene.gh.comments_on(REPO, issue)
+    assert "/reqdrive retry US-003" in reply["body"]

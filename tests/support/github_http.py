@@ -12,10 +12,13 @@ import base64
 import itertools
 import json
 import re
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -70,8 +73,9 @@ class Call:
 class FakeGitHub:
     """In-memory GitHub for one or more repositories, behind `responses`."""
 
-    def __init__(self, rsps: responses.RequestsMock) -> None:
+    def __init__(self, rsps: responses.RequestsMock | None, api: str = API) -> None:
         self.rsps = rsps
+        self.api = api
         self.ids = itertools.count(1000)
         self.repos: dict[str, dict[str, Any]] = {}
         self.files: dict[tuple[str, str, str], str] = {}  # (repo, ref, path) → text
@@ -87,7 +91,7 @@ class FakeGitHub:
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.numbers = itertools.count(1)
-        for method in ("GET", "POST", "PATCH", "PUT", "DELETE"):
+        for method in ("GET", "POST", "PATCH", "PUT", "DELETE") if rsps else ():
             rsps.add_callback(
                 method, re.compile(r"https://ghe\.test(:443)?/.*"), callback=self._answer
             )
@@ -97,20 +101,32 @@ class FakeGitHub:
     def add_repo(self, full_name: str, clone_url: str, *, default_branch: str = "main") -> None:
         owner, name = full_name.split("/")
         self.repos[full_name] = {
-            "id": next(self.ids), "node_id": "R_1", "name": name, "full_name": full_name,
-            "private": False, "owner": self._user(owner, "Organization"),
-            "url": f"{API}/repos/{full_name}", "html_url": f"https://ghe.test/{full_name}",
-            "clone_url": clone_url, "default_branch": default_branch,
-        }  # fmt: skip
+            "id": next(self.ids),
+            "node_id": "R_1",
+            "name": name,
+            "full_name": full_name,
+            "private": False,
+            "owner": self._user(owner, "Organization"),
+            "url": f"{self.api}/repos/{full_name}",
+            "html_url": f"{self.web}/{full_name}",
+            "clone_url": clone_url,
+            "default_branch": default_branch,
+        }
 
     def add_issue(self, repo: str, title: str, body: str, *, user: str = "alice") -> int:
         number = next(self.numbers)
         self.issues[(repo, number)] = {
-            "id": next(self.ids), "node_id": f"I_{number}", "number": number, "title": title,
-            "body": body, "state": "open", "user": self._user(user), "labels": [],
-            "url": f"{API}/repos/{repo}/issues/{number}",
-            "html_url": f"https://ghe.test/{repo}/issues/{number}",
-        }  # fmt: skip
+            "id": next(self.ids),
+            "node_id": f"I_{number}",
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": "open",
+            "user": self._user(user),
+            "labels": [],
+            "url": f"{self.api}/repos/{repo}/issues/{number}",
+            "html_url": f"{self.web}/{repo}/issues/{number}",
+        }
         return number
 
     def set_role(self, repo: str, user: str, role: str) -> None:
@@ -140,11 +156,15 @@ class FakeGitHub:
     # the HTTP side ----------------------------------------------------------------------------
 
     def _answer(self, request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
-        url = urlsplit(request.url or "")
+        return self.handle(request.method or "GET", request.url or "", request.body)
+
+    def handle(
+        self, method: str, full_url: str, raw: bytes | str | None
+    ) -> tuple[int, dict[str, str], str]:
+        """One request's answer: status, headers, JSON text (a timeout fault: an exception)."""
+        url = urlsplit(full_url)
         path, query = unquote(url.path), parse_qs(url.query)
-        raw = request.body
         body = json.loads(raw) if raw else None
-        method = request.method or "GET"
         fault = self._fault(method, path)
         if fault is not None and not fault.land:
             return self._faulted(method, path, query, body, fault)
@@ -185,10 +205,17 @@ class FakeGitHub:
 
     # state helpers ----------------------------------------------------------------------------
 
-    @staticmethod
-    def _user(login: str, kind: str = "User") -> dict[str, Any]:
-        return {"login": login, "id": abs(hash(login)) % 10**6, "type": kind,
-                "url": f"{API}/users/{login}"}  # fmt: skip
+    @property
+    def web(self) -> str:
+        return self.api.split("/api/")[0]
+
+    def _user(self, login: str, kind: str = "User") -> dict[str, Any]:
+        return {
+            "login": login,
+            "id": abs(hash(login)) % 10**6,
+            "type": kind,
+            "url": f"{self.api}/users/{login}",
+        }
 
     def _graphql(self, body: dict[str, Any]) -> tuple[int, Any]:
         query = body["query"]
@@ -222,8 +249,12 @@ def _token(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     token = f"ghs_fake{next(gh.ids)}token"
     expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     gh.tokens.append({"installation_id": int(m["id"]), "token": token, **body})
-    return 201, {"token": token, "expires_at": expires, "permissions": body.get("permissions"),
-                 "repository_selection": "selected"}  # fmt: skip
+    return 201, {
+        "token": token,
+        "expires_at": expires,
+        "permissions": body.get("permissions"),
+        "repository_selection": "selected",
+    }
 
 
 @_route("GET", REPO)
@@ -254,9 +285,16 @@ def _contents(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     text = gh.files.get((m["repo"], ref, m["path"]))
     if text is None:
         return 404, {"message": "Not Found"}
-    return {"type": "file", "encoding": "base64", "size": len(text), "name": m["path"],
-            "path": m["path"], "sha": "0" * 40, "url": f"{API}/repos/{m['repo']}/contents",
-            "content": base64.b64encode(text.encode()).decode()}  # fmt: skip
+    return {
+        "type": "file",
+        "encoding": "base64",
+        "size": len(text),
+        "name": m["path"],
+        "path": m["path"],
+        "sha": "0" * 40,
+        "url": f"{gh.api}/repos/{m['repo']}/contents",
+        "content": base64.b64encode(text.encode()).decode(),
+    }
 
 
 @_route("GET", REPO + r"/issues/(?P<n>\d+)")
@@ -278,8 +316,8 @@ def _comment(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
         "body": body["body"],
         "user": gh._user(APP_LOGIN, "Bot"),
         "_issue": (m["repo"], int(m["n"])),
-        "url": f"{API}/repos/{m['repo']}/issues/comments/{cid}",
-        "html_url": f"https://ghe.test/{m['repo']}/issues/{m['n']}#issuecomment-{cid}",
+        "url": f"{gh.api}/repos/{m['repo']}/issues/comments/{cid}",
+        "html_url": f"{gh.web}/{m['repo']}/issues/{m['n']}#issuecomment-{cid}",
     }
     gh.comments[cid] = comment
     return 201, _public(comment)
@@ -308,27 +346,46 @@ def _comment_reaction(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> An
 def _pulls(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     head = q.get("head", [""])[0].split(":", 1)[-1]
     state = q.get("state", ["open"])[0]
-    return [p for p in gh.pulls_of(m["repo"])
-            if (not head or p["head"]["ref"] == head) and state in ("all", p["state"])]  # fmt: skip
+    return [
+        p
+        for p in gh.pulls_of(m["repo"])
+        if (not head or p["head"]["ref"] == head) and state in ("all", p["state"])
+    ]
 
 
 @_route("POST", REPO + r"/pulls")
 def _create_pull(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     repo = m["repo"]
     if any(p["head"]["ref"] == body["head"] and p["state"] == "open" for p in gh.pulls_of(repo)):
-        return 422, {"message": "Validation Failed", "errors": [{"resource": "PullRequest",
-                     "code": "custom", "message": f"A pull request already exists for "
-                     f"{repo.split('/')[0]}:{body['head']}."}]}  # fmt: skip
+        return 422, {
+            "message": "Validation Failed",
+            "errors": [
+                {
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": f"A pull request already exists for "
+                    f"{repo.split('/')[0]}:{body['head']}.",
+                }
+            ],
+        }
     number = next(gh.numbers)
-    pull = {"id": next(gh.ids), "node_id": f"PR_{number}", "number": number,
-            "title": body["title"], "body": body.get("body"), "draft": body.get("draft", False),
-            "state": "open", "merged": False, "labels": [],
-            "head": {"ref": body["head"], "sha": "0" * 40, "label": body["head"]},
-            "base": {"ref": body["base"], "sha": "0" * 40, "label": body["base"]},
-            "user": gh._user(APP_LOGIN, "Bot"),
-            "url": f"{API}/repos/{repo}/pulls/{number}",
-            "issue_url": f"{API}/repos/{repo}/issues/{number}",
-            "html_url": f"https://ghe.test/{repo}/pull/{number}"}  # fmt: skip
+    pull = {
+        "id": next(gh.ids),
+        "node_id": f"PR_{number}",
+        "number": number,
+        "title": body["title"],
+        "body": body.get("body"),
+        "draft": body.get("draft", False),
+        "state": "open",
+        "merged": False,
+        "labels": [],
+        "head": {"ref": body["head"], "sha": "0" * 40, "label": body["head"]},
+        "base": {"ref": body["base"], "sha": "0" * 40, "label": body["base"]},
+        "user": gh._user(APP_LOGIN, "Bot"),
+        "url": f"{gh.api}/repos/{repo}/pulls/{number}",
+        "issue_url": f"{gh.api}/repos/{repo}/issues/{number}",
+        "html_url": f"{gh.web}/{repo}/pull/{number}",
+    }
     gh.pulls[(repo, number)] = pull
     gh.issues[(repo, number)] = {**pull, "pull_request": {"url": pull["url"]}}
     return 201, pull
@@ -359,8 +416,13 @@ def _labels(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
 @_route("POST", REPO + r"/check-runs")
 def _create_check(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     cid = next(gh.ids)
-    run = {"id": cid, "_repo": m["repo"], "url": f"{API}/repos/{m['repo']}/check-runs/{cid}",
-           "conclusion": None, **body}  # fmt: skip
+    run = {
+        "id": cid,
+        "_repo": m["repo"],
+        "url": f"{gh.api}/repos/{m['repo']}/check-runs/{cid}",
+        "conclusion": None,
+        **body,
+    }
     gh.check_runs[cid] = run
     return 201, _public(run)
 
@@ -398,7 +460,50 @@ def check_calls(calls: list[Call]) -> None:
 
 
 def fake_github_context() -> Iterator[FakeGitHub]:
+    """The fake behind `responses`, for the `fake_github` fixture."""
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
         fake = FakeGitHub(rsps)
         yield fake
         check_calls(fake.calls)
+
+
+@contextmanager
+def served_fake_github() -> Iterator[FakeGitHub]:
+    """The same fake as a real HTTP server on 127.0.0.1, for other processes (real RQ
+    workers, the bench); every request checked against the OpenAPI description at the end."""
+    holder: list[FakeGitHub] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else None
+            url = f"{holder[0].web}{self.path}"
+            with lock:
+                answer = holder[0].handle(self.command, url, raw)
+            if isinstance(answer, Exception):  # a timeout fault: answer nothing useful
+                answer = (504, {"Content-Type": "application/json"}, '{"message": "timeout"}')
+            status, headers, text = answer
+            data = text.encode()
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(data))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    lock = threading.Lock()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    fake = FakeGitHub(None, api=f"http://127.0.0.1:{server.server_address[1]}/api/v3")
+    holder.append(fake)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+    check_calls(fake.calls)

@@ -264,7 +264,7 @@ def test_retry_one_story_reruns_only_that_story_and_updates_pr_comment_and_check
 
     assert scene.project.calls()[len(calls_before) :] == ["US-003 1"]
     [pull] = gh.pulls_of(REPO)
-    assert pull["draft"] is False and "**3 of 3**" in pull["body"]
+    assert pull["draft"] is False and "3 passed" in pull["body"]
     assert "✅ Done" in progress_comments(gh, issue)[0]["body"]
     head = git(scene.remote, "rev-parse", pull["head"]["ref"])
     assert [r["conclusion"] for r in gh.check_runs_of(REPO) if r["head_sha"] == head] == ["success"]

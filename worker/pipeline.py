@@ -56,6 +56,7 @@ from worker.run_folder import (
 )
 from worker.sandbox import Sandbox
 from worker.scope import collect_changes, has_staged_changes, restore_tree
+from worker.secret_scan import SecretScanner
 from worker.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -552,10 +553,14 @@ class Pipeline:
             return AttemptRecord(
                 outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
             )
-        leaked = self._files_with_secrets(pre)
-        if leaked:
+        refused = SecretScanner(self.redactor).scan_change(self.worktree.path, pre)
+        if refused:
             self._restore_tree(pre)
-            why = f"the change holds a secret value (in {', '.join(leaked)}); nothing was committed"
+            why = (
+                "the change holds a secret value or a file that cannot be scanned ("
+                + "; ".join(str(f) for f in refused)
+                + "); nothing was committed"
+            )
             return AttemptRecord(
                 outcome=AttemptOutcome.CREDENTIAL_IN_CHANGE,
                 reason=why,
@@ -684,41 +689,6 @@ class Pipeline:
                 "forbidden paths reverted", extra={"run_id": self.spec.run_id, "paths": touched}
             )
         return touched
-
-    def _files_with_secrets(self, pre: str) -> list[str]:
-        """Staged files whose name or added lines hold the exact value of a known secret
-        (names redacted); binary files too (--text), and as stored, not through a repository's
-        textconv filter."""
-        cwd = self.worktree.path
-        names = run_git(["diff", "--cached", "--name-only", "--no-renames", "-z", pre], cwd=cwd)
-        leaked = [name for name in names.split("\0") if name and self.redactor.secrets_in(name)]
-        diff = run_git(
-            [
-                "diff",
-                "--cached",
-                "--no-renames",
-                "--text",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
-                pre,
-            ],
-            cwd=cwd,
-        )
-        path, in_header = "", False
-        for line in diff.splitlines():
-            # "+++ b/<path>" names the file only in a file's header: an added line "++ x"
-            # reads "+++ x" too, and must be scanned like any other.
-            if line.startswith("diff --git "):
-                in_header = True
-            elif line.startswith("@@ "):
-                in_header = False
-            elif in_header:
-                if line.startswith("+++ "):
-                    path = line[4:].removeprefix("b/")
-            elif line.startswith("+") and path not in leaked and self.redactor.secrets_in(line):
-                leaked.append(path)
-        return [self.redactor.redact(name) for name in leaked]
 
     def _keep_patch(self, pre: str, commit: str, iteration: int) -> None:
         diff = run_git(["diff", "--no-color", pre, commit], cwd=self.worktree.path)

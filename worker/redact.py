@@ -6,9 +6,16 @@ import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 REDACTED = "[REDACTED]"
+# Values this long are hidden wherever they occur. Shorter ones (a 6-character Redis password)
+# are hidden where they stand as a whole word, not inside longer words: "hunter2" goes from
+# "auth hunter2 ok" and "redis://:hunter2@", but "test" as a secret leaves "testing" alone.
+# Below MIN_WORD_SECRET_LENGTH a value cannot be told from ordinary text at all; it is not
+# hidden, and such a value is no secret anyway.
 MIN_SECRET_LENGTH = 8
+MIN_WORD_SECRET_LENGTH = 3
 
 # Each alternative is a known credential shape. Every one starts with a plain literal character
 # (word-boundary lookbehinds come after it, case-insensitive words are spelled in both cases)
@@ -61,21 +68,30 @@ class Redactor:
             self.add_secret(secret)
 
     def add_secret(self, value: str) -> None:
-        """Hide this exact value too; short values are ignored, they would mangle prose."""
+        """Hide this exact value too (short ones as whole words only), and a URL's password
+        on its own (REDIS_URL's password also shows up bare, e.g. in an AUTH error)."""
         value = value.strip()
-        if len(value) < MIN_SECRET_LENGTH:
-            return
+        values = [value, *url_password(value)]
         with self._lock:
-            if value in self._secrets:
+            new = {v for v in values if len(v) >= MIN_WORD_SECRET_LENGTH} - self._secrets
+            if not new:
                 return
-            self._secrets.add(value)
+            self._secrets |= new
             # Readers keep using the old compiled pattern until this assignment lands.
             self._pattern = self._compile()
 
+    def values(self) -> tuple[str, ...]:
+        """The configured secret values (for scanners that look for their encodings)."""
+        return tuple(self._secrets)
+
     def secrets_in(self, text: str) -> bool:
         """Whether text holds the exact value of a configured secret (shapes alone do not
-        count: a repository's tests may hold token-shaped fixtures)."""
-        return any(secret in text for secret in self._secrets)
+        count: a repository's tests may hold token-shaped fixtures); short values count as
+        whole words only."""
+        return any(
+            secret in text if len(secret) >= MIN_SECRET_LENGTH else _word(secret).search(text)
+            for secret in self._secrets
+        )
 
     def redact(self, text: str) -> str:
         """Return text with every known secret shape and configured value replaced."""
@@ -83,8 +99,24 @@ class Redactor:
 
     def _compile(self) -> re.Pattern[str]:
         # Longest values first so a secret containing another is hidden whole.
-        exact = [re.escape(s) for s in sorted(self._secrets, key=len, reverse=True)]
+        ordered = sorted(self._secrets, key=len, reverse=True)
+        exact = [re.escape(s) if len(s) >= MIN_SECRET_LENGTH else _word(s).pattern for s in ordered]
         return re.compile("|".join([*exact, *_PATTERNS]), re.DOTALL)
+
+
+def _word(secret: str) -> re.Pattern[str]:
+    """A short secret standing alone: not inside a longer run of letters and digits."""
+    return re.compile(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])")
+
+
+def url_password(value: str) -> list[str]:
+    """The password of a URL with userinfo (redis://:pw@host, https://u:pw@host), if any."""
+    try:
+        parts = urlsplit(value)
+        password = parts.password if parts.scheme and parts.netloc else None
+    except ValueError:
+        return []
+    return [unquote(password)] if password else []
 
 
 class LineRedactor:

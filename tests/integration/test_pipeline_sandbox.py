@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import sys
@@ -123,3 +124,33 @@ def test_gates_run_in_the_sandbox_too(
     assert result.stories[0].state is StoryState.PASSED
     assert result.final_gates and all(g.passed for g in result.final_gates)
     assert not escaped.exists()
+
+
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
+    "-----END RSA PRIVATE KEY-----\n"
+)
+
+
+def test_a_private_key_or_its_base64_in_a_change_is_never_committed(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    project = make_project({"maxStoryRetries": 3})
+    with_key = implement(1)
+    with_key["write"]["deploy/app.pem"] = PEM
+    with_b64 = implement(1)
+    with_b64["write"]["deploy/app.key.b64"] = base64.b64encode(PEM.encode()).decode() + "\n"
+    data = {
+        "plan": [{"prd": prd(1)}],
+        "stories": {"US-001": [with_key, with_b64, implement(1)]},
+    }
+    result = run(project, agent_io, sandbox, data, secrets=(PEM,))
+
+    first, second, third = result.stories[0].attempts
+    assert "deploy/app.pem: holds a secret (plainly)" in first.reason
+    assert "deploy/app.key.b64: holds a secret (base64-encoded)" in second.reason
+    assert third.outcome.value == "passed"
+    pushed = git(project.remote, "log", "-p", "--all")
+    assert "MIIEowIBAAKCAQEAu1SU1" not in pushed and "deploy/" not in pushed

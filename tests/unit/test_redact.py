@@ -77,9 +77,22 @@ def test_configured_exact_values_are_hidden() -> None:
     assert redactor.redact(text) == f"secret {REDACTED} and {REDACTED}."
 
 
-def test_short_configured_values_are_ignored() -> None:
-    redactor = Redactor(["abc", ""])
-    assert redactor.redact("abc is a word") == "abc is a word"
+def test_short_configured_values_are_hidden_as_whole_words_only() -> None:
+    redactor = Redactor(["hunter2", "pw1", "ab", ""])
+    text = "auth hunter2 ok; redis://:hunter2@host; hunter22 and xhunter2; pw1, pw12; ab cab"
+    assert redactor.redact(text) == (
+        f"auth {REDACTED} ok; redis://:{REDACTED}@host; hunter22 and xhunter2; {REDACTED}, "
+        "pw12; ab cab"
+    )
+    assert redactor.secrets_in("password=hunter2") and not redactor.secrets_in("hunter22")
+
+
+def test_a_urls_password_is_hidden_on_its_own_too() -> None:
+    redactor = Redactor(["redis://:s3cr%40t-pw@redis.internal:6379/0"])
+    assert (
+        redactor.redact("NOAUTH: wrong password s3cr@t-pw") == f"NOAUTH: wrong password {REDACTED}"
+    )
+    assert "s3cr@t-pw" in redactor.values()
 
 
 def test_regex_metacharacters_in_a_secret_are_literal() -> None:

@@ -1,0 +1,125 @@
+"""The secret scan refuses a change holding a configured secret in any usual form, or unreadable."""
+
+from __future__ import annotations
+
+import base64
+import bz2
+import gzip
+import io
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from worker import secret_scan
+from worker.redact import REDACTED, Redactor
+from worker.secret_scan import SecretScanner
+
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n"
+    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK\n"
+    "LxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo\n"
+    "-----END RSA PRIVATE KEY-----\n"
+)
+TOKEN = "ghs_" + "Q7w9E2r4T6y8U1i3O5p7A9s2D4f6G8h0J2k4"
+REDIS_PASSWORD = "hunter2"
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    return repo
+
+
+def scan(repo: Path, files: dict[str, bytes]) -> list[str]:
+    for name, data in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_bytes(data)
+    git(repo, "add", "-A")
+    redactor = Redactor([PEM, TOKEN, f"redis://:{REDIS_PASSWORD}@127.0.0.1:6379/0"])
+    return [str(f) for f in SecretScanner(redactor).scan_change(repo, "HEAD")]
+
+
+def gzipped(data: bytes) -> bytes:
+    return gzip.compress(data)
+
+
+def zipped(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("inner/config.txt", data)
+    return buffer.getvalue()
+
+
+def wrapped(text: str, width: int) -> str:
+    return "\n".join(text[i : i + width] for i in range(0, len(text), width))
+
+
+@pytest.mark.parametrize(
+    ("content", "how"),
+    [
+        (PEM.encode(), "plainly"),
+        # The key spans lines, indented in a YAML block and with Windows line ends.
+        (("key: |\n" + "".join(f"  {line}\r\n" for line in PEM.splitlines())).encode(), "plainly"),
+        (base64.b64encode(PEM.encode()), "base64-encoded"),
+        # Wrapped at 76 columns as MIME does, after some leading bytes (another alignment).
+        (wrapped(base64.b64encode(b"xy" + PEM.encode()).decode(), 76).encode(), "base64-encoded"),
+        (f"token = '{TOKEN}'\n".encode(), "plainly"),
+        (f"T={TOKEN.encode().hex()}".encode(), "hex-encoded"),
+        # The url-safe alphabet (labelled base64 when the two encodings coincide).
+        (base64.urlsafe_b64encode(b"x" + PEM.encode()), "base64"),
+        (b"\0\x01binary" + TOKEN.encode() + b"\xff\0", "plainly"),
+        (gzipped(f"{TOKEN}\n".encode()), "plainly), compressed"),
+        (zipped(base64.b64encode(PEM.encode())), "base64-encoded), compressed"),
+        (bz2.compress(PEM.encode()), "plainly), compressed"),
+        (f"password: {REDIS_PASSWORD}\n".encode(), "plainly"),
+    ],
+)
+def test_a_configured_secret_in_any_usual_form_is_found(
+    repo: Path, content: bytes, how: str
+) -> None:
+    findings = scan(repo, {"leak.bin": content})
+    assert len(findings) == 1
+    assert findings[0].startswith(f"leak.bin: holds a secret ({how}")
+
+
+def test_a_secret_in_a_file_name_is_refused_and_named_redacted(repo: Path) -> None:
+    assert scan(repo, {f"{TOKEN}.txt": b""}) == [f"{REDACTED}.txt: its name holds a secret"]
+
+
+def test_ordinary_files_pass(repo: Path) -> None:
+    ordinary = {
+        # The short password only inside longer words.
+        "app.py": b"def hunter22():\n    return 'hunter2x'\n",
+        "data.bin": bytes(range(256)) * 100,
+        "archive.zip": zipped(b"nothing to see"),
+    }
+    assert scan(repo, ordinary) == []
+
+
+def test_files_that_cannot_be_scanned_are_refused_not_skipped(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(secret_scan, "MAX_SCAN_BYTES", 1000)
+    bomb = gzip.compress(b"\0" * 100_000)  # small as stored, too large unpacked
+    findings = scan(
+        repo,
+        {"big.txt": b"x" * 2000, "bomb.gz": bomb, "broken.gz": b"\x1f\x8b" + b"garbage" * 10},
+    )
+    assert sorted(findings) == [
+        "big.txt: too large to scan (2000 bytes; the limit is 1000)",
+        "bomb.gz: unpacks to more than 1000 bytes; too large to scan",
+        "broken.gz: a compressed file that cannot be unpacked to scan",
+    ]

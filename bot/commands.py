@@ -5,11 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from worker.prd import STORY_ID_RE  # any id a PRD may hold; ASCII, so "US-٣" is none
 from worker.requests import JobKind
 
-# "/reqdrive" must be the whole first word: "/reqdriveX" is someone else's command.
-COMMAND_RE = re.compile(r"\A\s*/reqdrive(?:[ \t]+(?P<args>[^\r\n]*))?\s*(?:$|[\r\n])", re.I)
-STORY_ID_RE = re.compile(r"\AUS-(?P<number>\d{1,6})\Z", re.I)
+# "/reqdrive" must be the whole first word of the comment's first non-blank line, indented by
+# at most three spaces: Markdown shows four spaces or a tab as a code block, and a command
+# quoted in a code block (or after "> ") is someone showing the command, not giving it.
+COMMAND_RE = re.compile(r"\A(?:[ \t]*\r?\n)*[ ]{0,3}/reqdrive(?:[ \t]+(?P<args>[^\r\n]*))?"
+                        r"[ \t]*(?:\r?\n|\Z)", re.IGNORECASE)  # fmt: skip
+LEGACY_STORY_ID_RE = re.compile(r"\Aus-(?P<number>[0-9]{1,6})\Z", re.ASCII | re.IGNORECASE)
 
 VERBS = {
     "retry": JobKind.RETRY,
@@ -59,6 +63,9 @@ def _retry(args: list[str]) -> Command:
 
 
 def normalise_story_id(text: str) -> str | None:
-    """ "us-3" → "US-3"; None unless the text is a story id (user text never reaches a job id)."""
-    match = STORY_ID_RE.match(text)
-    return f"US-{match.group('number')}" if match else None
+    """The story id as the PRD spells it ("us-3" → "US-3", the seeds' form); None unless the
+    text could be a story id at all (user text never reaches a job id)."""
+    legacy = LEGACY_STORY_ID_RE.match(text)
+    if legacy:
+        return f"US-{legacy.group('number')}"
+    return text if STORY_ID_RE.match(text) else None

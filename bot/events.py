@@ -2,18 +2,44 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 # Payload models ignore every field reqdrive does not read, so GitHub adding fields never
 # turns a delivery into a 400; the fields kept are required by GitHub's own schemas.
 _PAYLOAD_CONFIG = ConfigDict(extra="ignore", frozen=True)
 
 
+# What a signed payload may put into a job, and through it into Redis keys, branch names,
+# API paths and log lines. The limits are GitHub's own: an owner is 1-39 letters, digits or
+# hyphens, a repository name 1-100 of letters, digits, ".", "_" or "-" (never "." or "..");
+# issue and comment numbers are positive. A value outside them is not GitHub's, whoever
+# signed it, and the delivery is answered 400 naming the field instead of becoming a job.
+def _not_a_dot_name(full_name: str) -> str:
+    if full_name.rpartition("/")[2] in {".", ".."}:
+        raise ValueError("'.' and '..' are not repository names")
+    return full_name
+
+
+FullName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$"),
+    AfterValidator(_not_a_dot_name),
+]
+Login = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+Number = Annotated[int, Field(ge=1, le=2**31 - 1)]  # issue and pull request numbers
+Id = Annotated[int, Field(ge=1, le=2**53)]  # database ids: JSON-safe integers
+Text = Annotated[str, StringConstraints(max_length=262_144)]  # GitHub caps comments at 65,536
+Name = Annotated[str, StringConstraints(max_length=1024)]  # a label, a ref, a branch, a path
+Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")]
+
+
 class User(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
-    login: str
-    type: str = "User"
+    login: Login
+    type: Name = "User"
 
     @property
     def is_bot(self) -> bool:
@@ -24,26 +50,26 @@ class User(BaseModel):
 class Repository(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
-    full_name: str
-    default_branch: str | None = None
+    full_name: FullName
+    default_branch: Name | None = None
 
 
 class Installation(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
-    id: int
+    id: Id
 
 
 class Label(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
-    name: str
+    name: Name
 
 
 class Issue(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
-    number: int
+    number: Number
     # Present only when the "issue" is a pull request (comments on PRs arrive as issue_comment).
     pull_request: dict[str, object] | None = None
 
@@ -55,17 +81,17 @@ class Issue(BaseModel):
 class Comment(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
-    id: int
-    body: str
+    id: Id
+    body: Text
     user: User
 
 
 class Commit(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
-    added: list[str] = Field(default_factory=list)
-    modified: list[str] = Field(default_factory=list)
-    removed: list[str] = Field(default_factory=list)
+    added: list[Name] = Field(default_factory=list)
+    modified: list[Name] = Field(default_factory=list)
+    removed: list[Name] = Field(default_factory=list)
 
 
 class Payload(BaseModel):
@@ -81,8 +107,8 @@ class Payload(BaseModel):
     issue: Issue | None = None
     comment: Comment | None = None
     # push
-    ref: str | None = None
-    after: str | None = None
+    ref: Name | None = None
+    after: Sha | None = None
     deleted: bool = False
     commits: list[Commit] = Field(default_factory=list)
 
@@ -92,7 +118,7 @@ class Event(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    name: str
+    name: Name
     delivery_id: str
     payload: Payload
 

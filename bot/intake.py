@@ -33,6 +33,9 @@ SIGNATURE_PREFIX = "sha256="
 DELIVERY_ID_RE = re.compile(r"\A[A-Za-z0-9._-]{1,100}\Z")
 CONTENT_LENGTH_RE = re.compile(r"\A[ \t]*(-?[0-9]+)[ \t]*\Z")  # werkzeug's reading of it
 WEBHOOK_PATH = "/webhook"
+# A push may name thousands of requirement files; a delivery queues at most this many runs
+# (the first ones, in the order the push touched them) and its answer says how many it left.
+MAX_JOBS_PER_DELIVERY = 20
 
 log = logging.getLogger(__name__)
 
@@ -104,21 +107,30 @@ class Intake:
             log.warning("signature refused", extra={"delivery_id": _loggable(headers.delivery_id)})
             return UNSIGNED
         event = _parse(headers, body)
-        if event is None:
+        if not isinstance(event, Event):
             log.info("malformed delivery", extra={"delivery_id": _loggable(headers.delivery_id)})
-            return MALFORMED
+            return event
         if event.name == "ping":
             return PONG
         triggers = triggers_for(event, self._ctx)
         if not triggers:
             return IGNORED
+        dropped = max(0, len(triggers) - MAX_JOBS_PER_DELIVERY)
         try:
-            accepted = self._enqueuer.accept(event.delivery_id, triggers)
+            accepted = self._enqueuer.accept(event.delivery_id, triggers[:MAX_JOBS_PER_DELIVERY])
         except QueueUnavailable as exc:
             log.warning("queue unavailable", extra={"delivery_id": event.delivery_id,
                                                     "error": str(exc)})  # fmt: skip
             return QUEUE_DOWN
-        return _accepted_answer(event, accepted)
+        answer = _accepted_answer(event, accepted)
+        if dropped:
+            log.warning("jobs capped", extra={"delivery_id": event.delivery_id,
+                                              "dropped": dropped})  # fmt: skip
+            capped = {"limit": MAX_JOBS_PER_DELIVERY, "dropped": dropped,
+                      "note": "push the remaining requirement files separately"}  # fmt: skip
+            note = {"capped": capped}
+            answer = Answer(answer.status, {**answer.body, **note})
+        return answer
 
     def _signed(self, body: bytes, signature: str | None) -> bool:
         # gidgethub also accepts the SHA-1 "sha1=" form; GitHub's SHA-256 header is required.
@@ -131,17 +143,27 @@ class Intake:
         return True
 
 
-def _parse(headers: DeliveryHeaders, body: bytes) -> Event | None:
+def _parse(headers: DeliveryHeaders, body: bytes) -> Event | Answer:
+    """The event, or the 400 that says what is wrong with it."""
     # gidgethub's Event.from_http is bypassed for speed: it decodes and json.loads the whole
     # body into dicts; pydantic parses the bytes once, keeping only the fields triggers read.
     name, delivery_id = headers.event, headers.delivery_id
     if not name or not delivery_id or not DELIVERY_ID_RE.match(delivery_id):
-        return None
+        return MALFORMED
     try:
         payload = Payload.model_validate_json(body)
-    except ValidationError:
-        return None  # not JSON, not an object, or a field GitHub always sends has a wrong type
+    except ValidationError as exc:
+        return invalid_payload(exc)
     return Event(name=name, delivery_id=delivery_id, payload=payload)
+
+
+def invalid_payload(exc: ValidationError) -> Answer:
+    """400 naming the first field that is not what GitHub sends (never echoing its value)."""
+    error = exc.errors(include_input=False, include_url=False)[0]
+    if error["type"] in {"json_invalid", "model_type"}:
+        return MALFORMED  # not JSON, or not an object
+    where = ".".join(str(part) for part in error["loc"])
+    return Answer(400, {"error": f"payload field {where}: {error['msg']}"})
 
 
 def _loggable(delivery_id: str | None) -> str | None:

@@ -36,6 +36,8 @@ def issue_labeled(event: Event, ctx: TriggerContext) -> list[Trigger]:
         p.label is None
         or p.issue is None
         or p.label.name.casefold() != ctx.trigger_label.casefold()
+        or p.sender is None
+        or p.sender.is_bot  # an App (this one included) labelling an issue starts nothing
     ):
         return []
     return [_request(event, JobKind.RUN, requirement=f"ISSUE-{p.issue.number}",
@@ -47,7 +49,10 @@ def push(event: Event, ctx: TriggerContext) -> list[Trigger]:
     p = event.payload
     if p.repository is None or p.deleted or _pushed_by_app(event, ctx):
         return []
-    if p.ref != f"{BRANCH_REF_PREFIX}{p.repository.default_branch}":
+    default_branch = p.repository.default_branch
+    # Without the default branch we cannot tell it from others (and must not compare the
+    # ref with "refs/heads/None"); GitHub always sends it, so such a payload is not GitHub's.
+    if not default_branch or p.ref != f"{BRANCH_REF_PREFIX}{default_branch}":
         return []  # other branches and tags (refs/tags/...) never trigger
     return [
         _request(event, JobKind.RUN, requirement=path, head_sha=p.after)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -12,6 +13,8 @@ from worker.exceptions import PrdError
 
 MIN_STORIES = 1
 MAX_STORIES = 8
+# A story id: ASCII letters and digits, inner ".", "_", "-"; at most 40 characters.
+STORY_ID_RE = re.compile(r"\A[A-Za-z0-9](?:[A-Za-z0-9._-]{0,38}[A-Za-z0-9])?\Z", re.ASCII)
 PRD_VERSION = "1"
 
 
@@ -34,8 +37,11 @@ class Story(BaseModel):
 
     @field_validator("id")
     @classmethod
-    def _id_is_one_word(cls, value: str) -> str:
-        # The id goes into commit subjects and prompts; whitespace would make it ambiguous.
+    def _id_is_a_story_id(cls, value: str) -> str:
+        # The id goes into commit subjects, prompts, branch trailers and "/reqdrive retry ID"
+        # commands: one ASCII word, so what a person types is exactly what the plan holds.
+        if not STORY_ID_RE.match(value):
+            raise ValueError("must be one word of ascii letters, digits, '.', '_' or '-'")
         if any(ch.isspace() for ch in value):
             raise ValueError("must not contain whitespace")
         return value

@@ -359,3 +359,48 @@ def test_create_app_without_settings_reads_the_environment(
     body = webhooks.labeled()
     assert post(client, "issues", body)[0] == 401  # signed with the test secret, not this one
     assert post(client, "issues", body, secret="from-the-environment")[0] == 202
+
+
+# hostile signed payloads (issue 7): a clear 4xx or a capped answer, never a job or a 5xx
+
+
+def _labeled_with(change: object) -> bytes:
+    payload = webhooks.example("issues", "labeled.payload.json")
+    payload["label"]["name"] = "reqdrive"
+    change(payload)  # type: ignore[operator]
+    return json.dumps(payload).encode()
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda p: p["repository"].update(full_name=""), "repository.full_name"),
+        (lambda p: p["repository"].update(full_name="octo/a\x00b"), "repository.full_name"),
+        (lambda p: p["repository"].update(full_name="o/" + "x" * 65_536), "repository.full_name"),
+        (lambda p: p["repository"].update(full_name="octo/.."), "repository.full_name"),
+        (lambda p: p["repository"].update(full_name="../../etc"), "repository.full_name"),
+        (lambda p: p["issue"].update(number=0), "issue.number"),
+        (lambda p: p["issue"].update(number=-(2**70)), "issue.number"),
+        (lambda p: p["issue"].update(number=2**70), "issue.number"),
+        (lambda p: p.update(installation={"id": -1, "node_id": "x"}), "installation.id"),
+        (lambda p: p["label"].update(name="x" * 5000), "label.name"),
+    ],
+)
+def test_junk_in_a_signed_payload_is_refused_naming_the_field(
+    client: FlaskClient, redis_conn: redis.Redis, change: object, field: str
+) -> None:
+    status, answer = post(client, "issues", _labeled_with(change))
+    assert status == 400
+    assert answer["error"].startswith(f"payload field {field}:")
+    assert queue(redis_conn).count == 0
+
+
+def test_a_push_naming_thousands_of_requirements_is_capped_and_says_so(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    files = [f"docs/requirements/REQ-{n:05d}.md" for n in range(65_536)]
+    body = webhooks.push_of([(files, [], [])])
+    status, answer = post(client, "push", body)
+    assert status == 202
+    assert len(answer["job_ids"]) == 20 == queue(redis_conn).count
+    assert answer["capped"]["dropped"] == 65_536 - 20

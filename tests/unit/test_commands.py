@@ -34,7 +34,7 @@ def test_a_known_command_is_recognised(body: str, expected: Command) -> None:
     [
         "/reqdrive",
         "/reqdrive deploy",
-        "/reqdrive retry everything",
+        "/reqdrive retry US-3/../x",
         "/reqdrive retry US-003; rm -rf /",
         "/reqdrive retry US-003 US-004",
         "/reqdrive cancel now",
@@ -63,6 +63,40 @@ def test_a_comment_that_does_not_start_with_the_command_is_not_one(body: str) ->
 def test_story_ids_are_normalised_and_nothing_else_passes() -> None:
     assert normalise_story_id("us-012") == "US-012"
     assert normalise_story_id("US-1") == "US-1"
-    assert normalise_story_id("US-1x") is None
     assert normalise_story_id("US-1\n") is None
     assert normalise_story_id("../US-1") is None
+    assert normalise_story_id("US-") is None
+
+
+@pytest.mark.parametrize("story_id", ["US-1x", "STORY-2", "auth.login", "s_3", "A"])
+def test_any_id_a_plan_may_hold_can_be_retried(story_id: str) -> None:
+    assert parse_command(f"/reqdrive retry {story_id}") == Command(JobKind.RETRY, story_id)
+
+
+@pytest.mark.parametrize(
+    "story_id",
+    ["US-\u0663", "US-\uff11", "\u0423S-1", "US\u200b-1", "x" * 41],  # Arabic-Indic and
+    # full-width digits, a Cyrillic U, a zero-width space, too long
+)
+def test_non_ascii_or_overlong_story_ids_ask_for_help(story_id: str) -> None:
+    expected = JobKind.RETRY if story_id == "US-1" else JobKind.HELP
+    assert parse_command(f"/reqdrive retry {story_id}").kind is expected  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    /reqdrive run",  # an indented code block
+        "\t/reqdrive run",
+        "```\n/reqdrive run\n```",  # a fenced code block
+        "~~~\n/reqdrive cancel\n~~~",
+        "> /reqdrive run",  # a quote
+        "Try this:\n/reqdrive run",  # not the first line
+    ],
+)
+def test_a_command_shown_in_markdown_is_not_given(body: str) -> None:
+    assert parse_command(body) is None
+
+
+def test_blank_lines_before_the_command_are_allowed() -> None:
+    assert parse_command("\n  \n/reqdrive status") == Command(JobKind.STATUS)

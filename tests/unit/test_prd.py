@@ -22,6 +22,9 @@ def story(story_id: str, priority: int = 1, **extra: Any) -> dict[str, Any]:
     }
 
 
+ID_ERROR = "userStories[0].id: value error, must be one word of ascii"
+
+
 def prd_text(stories: list[dict[str, Any]]) -> str:
     return json.dumps({"project": "p", "sourceReq": "REQ-1", "userStories": stories})
 
@@ -46,7 +49,9 @@ def test_a_valid_plan_is_read_and_the_worker_resets_passes_and_attempts() -> Non
         (prd_text([story("US-1", priority=1.5)]), "userStories[0].priority"),
         (prd_text([story("US-1", acceptanceCriteria=[])]), "userStories[0].acceptanceCriteria"),
         (prd_text([{**story("US-1"), "title": ""}]), "userStories[0].title"),
-        (prd_text([story("US 1")]), "userStories[0].id: value error, must not contain"),
+        (prd_text([story("US 1")]), ID_ERROR),
+        (prd_text([story("US-\u0663")]), ID_ERROR),
+        (prd_text([story("US-1\u0000")]), ID_ERROR),
     ],
 )
 def test_an_invalid_plan_is_refused_with_a_message_naming_what_is_wrong(

@@ -159,3 +159,35 @@ def test_ordinary_edited_and_bot_comments_do_nothing() -> None:
 )
 def test_recognised_events_without_a_job_yet_trigger_nothing(name: str, file: str) -> None:
     assert triggers(name, webhooks.example_bytes(name, file)) == []
+
+
+# hostile or odd payloads (issue 7)
+
+
+@pytest.mark.parametrize("sender", [("reqdrive[bot]", "Bot"), ("dependabot[bot]", "Bot")])
+def test_the_label_added_by_a_bot_or_the_app_itself_starts_nothing(
+    sender: tuple[str, str],
+) -> None:
+    def by_bot(p: dict[str, object]) -> None:
+        p["label"]["name"] = "reqdrive"  # type: ignore[index]
+        p["sender"]["login"], p["sender"]["type"] = sender  # type: ignore[index]
+
+    assert not triggers("issues", webhooks.variant("issues", "labeled.payload.json", by_bot))
+
+
+def test_a_push_without_the_default_branch_never_triggers_on_a_branch_named_none() -> None:
+    body = webhooks.push_of([([REQ], [], [])], ref="refs/heads/None")
+    payload = Payload.model_validate_json(body)
+    assert payload.repository is not None
+    stripped = payload.model_copy(
+        update={"repository": payload.repository.model_copy(update={"default_branch": None})}
+    )
+    assert not triggers_for(Event(name="push", delivery_id="d-1", payload=stripped), CTX)
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["    /reqdrive run", "\t/reqdrive run", "```\n/reqdrive run\n```", "> /reqdrive run"],
+)
+def test_a_command_quoted_in_markdown_starts_nothing(body: str) -> None:
+    assert not triggers("issue_comment", webhooks.comment(body))

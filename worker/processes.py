@@ -28,6 +28,9 @@ TAIL_CHARS = 64 * 1024
 # buffer without bound; a secret straddling that cut would be missed, which 1 MiB makes moot.
 MAX_LINE_BYTES = 1024 * 1024
 READ_CHUNK = 64 * 1024
+# An agent or a test run that prints without end must not fill the disk: past this much of
+# its log, output is only kept in the tail (a note in the log says so).
+MAX_LOG_BYTES = 64 * 1024 * 1024
 POLL_S = 0.05
 # Rounds of "find marked processes, kill them": each round also catches what a dying process
 # forked between the previous scan and its own death.
@@ -57,6 +60,7 @@ def run_process(
     grace_s: float = 5.0,
     cancel: threading.Event | None = None,
     sandbox: Sandbox | None = None,
+    max_log_bytes: int = MAX_LOG_BYTES,
 ) -> ProcessOutcome:
     """Run argv with exactly env (plus a marker), stream it redacted to log_path, stop it all.
 
@@ -80,7 +84,7 @@ def run_process(
             start_new_session=True,
         )
         assert proc.stdout is not None  # noqa: S101 - PIPE was asked for
-        pump = _OutputPump(proc.stdout, log, LineRedactor(redactor))
+        pump = _OutputPump(proc.stdout, log, LineRedactor(redactor), max_log_bytes)
         pump.start()
         try:
             stopped_by = _wait_exit(proc.pid, started + timeout_s, cancel)
@@ -229,10 +233,13 @@ def _environ(pid: int) -> bytes:
 class _OutputPump:
     """Copies the child's output to the log one redacted line at a time, keeping a tail."""
 
-    def __init__(self, stream: IO[bytes], log: IO[str], lines: LineRedactor) -> None:
+    def __init__(
+        self, stream: IO[bytes], log: IO[str], lines: LineRedactor, max_log_bytes: int
+    ) -> None:
         self._stream = stream
         self._log = log
         self._lines = lines
+        self._log_room = max_log_bytes
         self._tail: deque[str] = deque()
         self._tail_chars = 0
         self._stop = threading.Event()
@@ -279,7 +286,13 @@ class _OutputPump:
 
     def _emit(self, raw: bytes) -> None:
         text = self._lines.redact_line(raw.decode("utf-8", errors="replace"))
-        self._log.write(text)
+        if self._log_room > 0:
+            self._log_room -= len(raw)
+            self._log.write(text)
+            if self._log_room <= 0:
+                self._log.write(
+                    "\n[reqdrive] the log ends here: output past its size limit is dropped\n"
+                )
         self._tail.append(text)
         self._tail_chars += len(text)
         while self._tail_chars > TAIL_CHARS and len(self._tail) > 1:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 REDACTED = "[REDACTED]"
@@ -144,13 +147,53 @@ class LineRedactor:
         return redacted[: begin.start()] + REDACTED
 
 
+# Files are redacted in chunks of this size, split at line ends, so a file of any size keeps
+# no secret and never sits whole in memory.
+REDACT_CHUNK_BYTES = 1024 * 1024
+# redact_file returns at most this much of the end of the redacted text.
+RETURNED_CHARS = 64 * 1024
+
+
 def redact_file(path: Path, redactor: Redactor) -> str | None:
-    """Redact a file another program wrote (an agent, a test run) in place; its new text,
-    None if absent."""
+    """Redact a file another program wrote (an agent, a test run) in place, whatever its size;
+    the end of its new text (up to RETURNED_CHARS), None if absent or not a plain file.
+
+    Never through a symbolic link: one planted by the agent would make the worker read and
+    rewrite, as itself, a file the agent cannot reach.
+    """
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
-    redacted = redactor.redact(text)
-    path.write_text(redacted, encoding="utf-8")
-    return redacted
+    with os.fdopen(fd, "rb") as source:
+        if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+            return None
+        staged = path.with_name(f".{path.name}.{os.getpid()}.redacting")
+        changed, tail = False, ""
+        with staged.open("w", encoding="utf-8", errors="surrogateescape") as target:
+            for piece, clean in _redacted_pieces(source, LineRedactor(redactor)):
+                changed = changed or clean != piece
+                target.write(clean)
+                tail = (tail + clean)[-RETURNED_CHARS:]
+    if changed:
+        os.replace(staged, path)
+    else:
+        staged.unlink()
+    return tail
+
+
+def _redacted_pieces(source: BinaryIO, lines: LineRedactor) -> Iterator[tuple[str, str]]:
+    """(original, redacted) line by line; a line longer than a chunk is cut there."""
+    pending = b""
+    while chunk := source.read(REDACT_CHUNK_BYTES):
+        *complete, pending = (pending + chunk).split(b"\n")
+        pieces = [raw + b"\n" for raw in complete]
+        if len(pending) > REDACT_CHUNK_BYTES:
+            pieces.append(pending)
+            pending = b""
+        for raw in pieces:
+            text = raw.decode("utf-8", errors="surrogateescape")
+            yield text, lines.redact_line(text)
+    if pending:
+        text = pending.decode("utf-8", errors="surrogateescape")
+        yield text, lines.redact_line(text)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.exceptions import PrdError, PreflightError
-from worker.redact import Redactor
+from worker.redact import Redactor, redact_file
 
 RUN_JSON = "run.json"
 PRD_JSON = "prd.json"
@@ -22,8 +22,6 @@ VERIFICATION_SUMMARY = "verification-summary.json"
 CHANGES_PATCH = "changes.patch"
 PR_BODY = "pr.md"
 LOCK_FILE = ".lock"
-# The agent may write here (planning puts prd.json here); anything it leaves is re-redacted.
-SWEEP_MAX_BYTES = 20 * 1024 * 1024
 # A file the agent hands over (prd.json) is read up to this size; a plan is a few KiB.
 HANDOVER_MAX_BYTES = 4 * 1024 * 1024
 
@@ -133,16 +131,11 @@ class RunFolder:
         for path in self.path.rglob("*"):
             if not path.is_file() or path.is_symlink():
                 continue
-            stat = path.stat()
+            info = path.stat()
             # A second of slack: coarse file system clocks must not hide a fresh write.
             since = 0.0 if full else self._swept_at - 1
-            if stat.st_size > SWEEP_MAX_BYTES or stat.st_mtime < since:
+            if info.st_mtime < since:
                 continue
-            try:
-                text = path.read_text()
-            except (UnicodeDecodeError, OSError):
-                continue
-            clean = self.redactor.redact(text)
-            if clean != text:
-                path.write_text(clean)
+            # In chunks, whatever the size: a large file keeps no secret either.
+            redact_file(path, self.redactor)
         self._swept_at = started

@@ -230,3 +230,22 @@ def test_a_missing_executable_raises(tmp_path: Path) -> None:
             log_path=tmp_path / "x.log",
             redactor=Redactor(),
         )
+
+
+def test_a_log_stops_growing_at_its_size_limit_and_the_tail_is_kept(tmp_path: Path) -> None:
+    log = tmp_path / "big.log"
+    script = "for i in $(seq 1 20000); do echo line-$i-$(printf '%0100d' 0); done; echo last-line"
+    outcome = run_process(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=BASE_ENV,
+        timeout_s=60,
+        log_path=log,
+        redactor=Redactor(),
+        max_log_bytes=100_000,
+    )
+    assert outcome.exit_code == 0
+    text = log.read_text()
+    assert 100_000 <= len(text) < 110_000
+    assert text.endswith("output past its size limit is dropped\n")
+    assert "last-line" in outcome.output_tail and "last-line" not in text

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from worker.redact import REDACTED, LineRedactor, Redactor
+from worker.redact import REDACTED, LineRedactor, Redactor, redact_file
+from worker.run_folder import RunFolder
 
 # Realistic shapes, fake values: right prefixes and lengths, random-looking bodies.
 GHS = "ghs_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
@@ -122,3 +125,29 @@ def test_line_redactor_hides_a_pem_block_spanning_lines() -> None:
     out = "".join(lines.redact_line(line) for line in f"a\n{PEM}\nb {GHS}\n".splitlines(True))
     assert out == f"a\n{REDACTED}\nb {REDACTED}\n"
     assert "MIIE" not in out
+
+
+def test_a_file_over_twenty_mib_keeps_no_secret(tmp_path: Path) -> None:
+    secret = "run-folder-secret-0f9a2c"
+    folder = RunFolder(tmp_path / "run", Redactor([secret]))
+    big = folder.path / "agent-output.log"
+    filler = ("x" * 99 + "\n") * (21 * 1024 * 1024 // 100)
+    pem = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBLQ\n-----END EC PRIVATE KEY-----\n"
+    big.write_text(filler + f"token {secret} here\n" + pem + filler + secret)
+    assert big.stat().st_size > 20 * 1024 * 1024
+
+    folder.sweep(full=True)
+
+    text = big.read_text()
+    assert secret not in text and "MHcCAQEEIBLQ" not in text
+    assert f"token {REDACTED} here\n" in text
+    assert text.endswith(REDACTED)
+
+
+def test_redact_file_never_follows_a_link(tmp_path: Path) -> None:
+    target = tmp_path / "outside.txt"
+    target.write_text("secret-value-1234 stays as it is\n")
+    link = tmp_path / "history.md"
+    link.symlink_to(target)
+    assert redact_file(link, Redactor(["secret-value-1234"])) is None
+    assert target.read_text() == "secret-value-1234 stays as it is\n"

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from worker.agents import AgentCall, AgentOutcome, AgentRunner, AgentSettings, CommandRunner
+from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
+from worker.agents.command import CommandRunner
 from worker.pipeline import Pipeline, Requirement, RunSpec
 from worker.redact import Redactor
 from worker.reporting import NullReporter

@@ -13,13 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worker.agents import (
-    AgentCall,
-    AgentOutcome,
-    AgentRunner,
-    AgentSettings,
-    make_runner,
-)
+from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
+from worker.agents.registry import make_runner
 from worker.delivery import run_result, write_delivery
 from worker.exceptions import RunCancelled
 from worker.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from worker.agents import AgentOutcome
+from worker.agents.base import AgentOutcome
 from worker.exceptions import PrdError, RunCancelled
 from worker.prd import MAX_STORIES, MIN_STORIES, Prd, parse_prd
 from worker.prompting import PLAN_TEMPLATE, PromptRenderer

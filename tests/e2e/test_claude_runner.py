@@ -27,8 +27,9 @@ from tests.support.fake_anthropic import (
     use,
 )
 from tests.support.processes import running
-from worker.agents import AgentCall, AgentOutcome, AgentSettings, make_runner
-from worker.claude import ClaudeRunner
+from worker.agents.base import AgentCall, AgentOutcome, AgentSettings
+from worker.agents.claude import ClaudeRunner
+from worker.agents.registry import make_runner
 from worker.exceptions import AgentError
 from worker.redact import Redactor
 from worker.workspace import COMMITTER_EMAIL, COMMITTER_NAME

@@ -12,14 +12,9 @@ import pytest
 
 from tests.support.fake_agents import install
 from tests.support.processes import running
-from worker.agents import (
-    AgentCall,
-    AgentSettings,
-    CommandRunner,
-    agent_environment,
-    fill_template,
-    make_runner,
-)
+from worker.agents.base import AgentCall, AgentSettings, agent_environment, fill_template
+from worker.agents.command import CommandRunner
+from worker.agents.registry import make_runner
 from worker.exceptions import AgentError
 from worker.redact import REDACTED, Redactor
 

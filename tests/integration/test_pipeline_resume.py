@@ -22,7 +22,8 @@ from tests.integration.test_pipeline import (
     project_factory,
 )
 from tests.support.processes import running
-from worker.agents import AgentCall, AgentOutcome, AgentSettings, CommandRunner
+from worker.agents.base import AgentCall, AgentOutcome, AgentSettings
+from worker.agents.command import CommandRunner
 from worker.exceptions import PreflightError, ResumeError, RunCancelled
 from worker.pipeline import Pipeline
 from worker.redact import Redactor

@@ -1,19 +1,18 @@
-"""Coding-agent runners behind one protocol: claude, codex, aider and any command."""
+"""What every agent runner shares: the call, its outcome, the protocol and the process body."""
 
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from worker.exceptions import AgentError
 from worker.processes import ProcessOutcome, run_process
-from worker.redact import Redactor, redact_file
+from worker.redact import Redactor
 from worker.sandbox import Sandbox, tool_paths
 
 # What an agent may see of the worker's environment: enough to run tools, its own API
@@ -121,26 +120,6 @@ def agent_environment(
     return env
 
 
-def make_runner(
-    settings: AgentSettings, *, redactor: Redactor, source_env: Mapping[str, str] = os.environ
-) -> AgentRunner:
-    """The runner settings.runner names; an unknown name or a missing template is an error."""
-    if settings.runner == "claude":
-        # Imported here: the claude runner depends on this module for its building blocks.
-        from worker.claude import ClaudeRunner
-
-        return ClaudeRunner(settings, redactor=redactor, source_env=source_env)
-    if settings.runner == "command":
-        return CommandRunner(settings, redactor=redactor, source_env=source_env)
-    if settings.runner == "codex":
-        return CodexRunner(settings, redactor=redactor, source_env=source_env)
-    if settings.runner == "aider":
-        return AiderRunner(settings, redactor=redactor, source_env=source_env)
-    raise AgentError(
-        f"unknown agent runner {settings.runner!r}: use claude, codex, aider or command"
-    )
-
-
 class ProcessRunner:
     """Shared body of the runners: start one CLI through run_process and judge what it left.
 
@@ -225,24 +204,6 @@ def stop_reason(process: ProcessOutcome, timeout_s: float) -> str | None:
     return None
 
 
-class CommandRunner(ProcessRunner):
-    """Any executable, from a template; the prompt arrives on stdin and as {prompt_file}."""
-
-    name = "command"
-
-    def check(self) -> None:
-        command = self.settings.command
-        if not command or not command.strip():
-            raise AgentError("the command agent needs a command template (REQDRIVE_AGENT_COMMAND)")
-        try:
-            self.template = shlex.split(command)
-        except ValueError as error:
-            raise AgentError(f"agent command template cannot be parsed: {error}") from error
-
-    def argv(self, call: AgentCall) -> list[str]:
-        return fill_template(self.template, call)
-
-
 def fill_template(template: Sequence[str], call: AgentCall) -> list[str]:
     """Fill placeholders inside already-split arguments: a value can never add an argument."""
     values = {
@@ -256,68 +217,3 @@ def fill_template(template: Sequence[str], call: AgentCall) -> list[str]:
             argument = argument.replace(placeholder, value)
         argv.append(argument)
     return argv
-
-
-class CodexRunner(ProcessRunner):
-    """OpenAI's `codex exec`, non-interactive, allowed to write in the worktree."""
-
-    name = "codex"
-    executable = "codex"
-
-    def argv(self, call: AgentCall) -> list[str]:
-        # `exec` never asks for approval; `--sandbox workspace-write` lets it edit the worktree
-        # (the older spelling `--full-auto` is deprecated). Planning writes prd.json in the run
-        # folder, hence --add-dir. "-" reads the prompt from stdin, which is the prompt file.
-        argv = [self.executable, "exec", "--sandbox", "workspace-write", "--cd", str(call.cwd)]
-        argv += ["--add-dir", str(call.run_dir), "--skip-git-repo-check", "--color", "never"]
-        # No session rollout files: they would keep the unredacted conversation on disk.
-        argv += ["--ephemeral"]
-        argv += ["--output-last-message", str(self.last_message_path(call))]
-        model = self.model(call)
-        if model:
-            argv += ["--model", model]
-        return [*argv, "-"]
-
-    def last_message_path(self, call: AgentCall) -> Path:
-        # codex writes it itself: in the hand-over folder, the one place outside the worktree
-        # it may write to.
-        return call.run_dir / "codex-last-message.md"
-
-    def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:
-        outcome = super().outcome(call, process, log_start)
-        final = redact_file(self.last_message_path(call), self.redactor)
-        return outcome if final is None else replace(outcome, result_text=final)
-
-
-class AiderRunner(ProcessRunner):
-    """aider with one message from the prompt file, answering yes, never committing itself."""
-
-    name = "aider"
-    executable = "aider"
-
-    def argv(self, call: AgentCall) -> list[str]:
-        # The worker commits what the agent leaves, so aider must not commit or touch
-        # .gitignore; its history files go to the run's HOME instead of the worktree, where
-        # they would otherwise be committed with the story.
-        argv = [self.executable, "--yes-always", "--no-auto-commits", "--no-dirty-commits"]
-        argv += ["--no-gitignore", "--no-check-update", "--no-show-release-notes"]
-        argv += ["--analytics-disable", "--no-pretty", "--no-stream"]
-        for flag, path in self.history_files(call).items():
-            argv += [flag, str(path)]
-        argv += ["--message-file", str(call.prompt_file)]
-        model = self.model(call)
-        if model:
-            argv += ["--model", model]
-        return argv
-
-    def history_files(self, call: AgentCall) -> dict[str, Path]:
-        return {
-            "--chat-history-file": call.home_dir / "aider.chat.history.md",
-            "--input-history-file": call.home_dir / "aider.input.history",
-        }
-
-    def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:
-        # The histories hold the whole conversation; the run's HOME may sit in the run folder.
-        for path in self.history_files(call).values():
-            redact_file(path, self.redactor)
-        return super().outcome(call, process, log_start)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.agents import AgentCall, AgentOutcome, ProcessRunner, stop_reason
+from worker.agents.base import AgentCall, AgentOutcome, ProcessRunner, stop_reason
 from worker.exceptions import AgentError
 from worker.processes import ProcessOutcome
 from worker.workspace import COMMITTER_EMAIL, COMMITTER_NAME

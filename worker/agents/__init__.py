@@ -1,0 +1,1 @@
+"""Coding-agent runners behind one protocol: claude, codex, aider and any command."""

@@ -1,0 +1,34 @@
+"""The runners by name, and the one place that picks a runner from the settings."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from worker.agents.aider import AiderRunner
+from worker.agents.base import AgentRunner, AgentSettings, ProcessRunner
+from worker.agents.claude import ClaudeRunner
+from worker.agents.codex import CodexRunner
+from worker.agents.command import CommandRunner
+from worker.exceptions import AgentError
+from worker.redact import Redactor
+
+RUNNERS: dict[str, type[ProcessRunner]] = {
+    ClaudeRunner.name: ClaudeRunner,
+    CodexRunner.name: CodexRunner,
+    AiderRunner.name: AiderRunner,
+    CommandRunner.name: CommandRunner,
+}
+
+
+def make_runner(
+    settings: AgentSettings, *, redactor: Redactor, source_env: Mapping[str, str] = os.environ
+) -> AgentRunner:
+    """The runner settings.runner names; an unknown name or a missing template is an error."""
+    runner = RUNNERS.get(settings.runner)
+    if runner is None:
+        *others, last = RUNNERS
+        raise AgentError(
+            f"unknown agent runner {settings.runner!r}: use {', '.join(others)} or {last}"
+        )
+    return runner(settings, redactor=redactor, source_env=source_env)

@@ -70,6 +70,10 @@ class ClaudeRunner(ProcessRunner):
         # A saved session would hold the whole unredacted conversation in the run's HOME, and
         # MCP servers a repository declares would be programs we never meant to start.
         argv += ["--no-session-persistence", "--strict-mcp-config"]
+        # Only the user settings, from a config folder emptied before every call: a
+        # repository's .claude/settings*.json (permissions, hooks) and whatever an earlier
+        # call left in HOME never widen what the agent may run beyond --allowedTools.
+        argv += ["--setting-sources", "user"]
         model = self.model(call)
         if model:
             argv += ["--model", model]
@@ -80,6 +84,7 @@ class ClaudeRunner(ProcessRunner):
         env = super().environment(call)
         # Without this the CLI writes under /tmp/claude-<uid>/, shared by every run.
         env["CLAUDE_CODE_TMPDIR"] = env["TMPDIR"]
+        env["CLAUDE_CONFIG_DIR"] = str(config_dir(call))
         env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
         env["DISABLE_TELEMETRY"] = "1"
         env["DISABLE_AUTOUPDATER"] = "1"
@@ -97,10 +102,20 @@ class ClaudeRunner(ProcessRunner):
                 f"the Claude Code CLI ({self.executable}) is not on PATH; install it with "
                 "`npm install -g @anthropic-ai/claude-code`"
             )
+        # Fresh for every call: nothing the agent wrote there last time (settings, hooks)
+        # is read this time.
+        folder = config_dir(call)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
         return super().run(call, cancel=cancel)
 
     def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:
         return outcome_of(process, read_result(call.log_path, log_start), call.timeout_s)
+
+
+def config_dir(call: AgentCall) -> Path:
+    """The CLI's own config folder (CLAUDE_CONFIG_DIR) for one call, in the run's HOME."""
+    return call.home_dir / ".claude-config"
 
 
 def read_result(log_path: Path, start: int) -> ClaudeResult | None:

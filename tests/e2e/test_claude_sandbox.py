@@ -20,7 +20,8 @@ from tests.e2e.test_claude_runner import (
     story_repo,  # noqa: F401
 )
 from tests.support.fake_anthropic import ToolCall, fake_anthropic, say, tool_result_text, use
-from worker.agents import AgentSettings, make_runner
+from worker.agents.base import AgentSettings
+from worker.agents.registry import make_runner
 from worker.redact import Redactor
 from worker.sandbox import SandboxMode, make_sandbox
 

@@ -125,8 +125,15 @@ def _test_checks(
     rewritten: Collection[str],
 ) -> list[TestCheck]:
     passed_before = {t for t, status in before.items() if status is TestStatus.PASSED}
+    # A failing test no one owns may fail on, but not vanish: deleting it would turn the final
+    # check green without anyone fixing it.
+    failing_gone = {
+        t
+        for t, status in before.items()
+        if status is TestStatus.FAILED and after.get(t) in (None, TestStatus.SKIPPED)
+    }
     checks = []
-    for test_id in sorted(set(owned) | passed_before | set(rewritten)):
+    for test_id in sorted(set(owned) | passed_before | failing_gone | set(rewritten)):
         now = str(after.get(test_id, MISSING))
         check = TestCheck(
             id=test_id,

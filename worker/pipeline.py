@@ -583,8 +583,10 @@ class Pipeline:
         added = added_tests(reference, gates)
         owned = {*record.tests, *added}
         before = tests_by_id(reference) or {}
-        kept = [t for t, status in before.items() if status == "passed"]
-        rewritten = rewritten_tests(path, pre, commit, changed, {*record.tests, *kept})
+        # Any test that ran before (passing, or failing for another story) must not be
+        # rewritten to suit this one.
+        existing = [t for t, status in before.items() if status != "skipped"]
+        rewritten = rewritten_tests(path, pre, commit, changed, {*record.tests, *existing})
         judged = self._judge(reference, gates, owned=owned, rewritten=rewritten)
         if judged.verdict is Verdict.PASSED and added:
             # A test the story added must fail without the story's change, or it proves nothing.

@@ -155,6 +155,19 @@ P, F, S = TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED
         ),
         # A failure that was there before and is no one's to fix does not hold it back.
         ({"other": F}, {"other": F}, set(), {}, (), Verdict.PASSED, ""),
+        # ...but deleting or skipping it would make the final check green unfixed.
+        ({"other": F}, {}, set(), {}, (), Verdict.FAILED, "other was deleted or deselected"),
+        ({"other": F}, {"other": S}, set(), {}, (), Verdict.FAILED, "other is skipped"),
+        # Rewriting another story's failing test is not this story's to do either.
+        (
+            {"other": F},
+            {"other": P},
+            set(),
+            {},
+            ("other",),
+            Verdict.FAILED,
+            "other was rewritten by the story (a test must not be changed to pass)",
+        ),
     ],
 )
 def test_a_story_is_judged_per_test_id(

@@ -43,7 +43,7 @@ def write(path: Path, text: str) -> Turn:
 def script(project: Project) -> list[Turn]:
     """Plan three stories; US-002's first attempt is wrong, its second is right."""
     worktree = project.work_dir / "cache" / "worktrees" / "run-1"
-    prd = project.run_dir() / "prd.json"
+    prd = project.work_dir / "handoff" / "run-1" / "prd.json"  # where planning hands it over
     return [
         write(prd, json.dumps(calc_prd())),
         say("Planned three stories."),

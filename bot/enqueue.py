@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, cast
+from typing import cast
 
+import msgpack
 import redis
-from redis.exceptions import NoScriptError
 from rq import Queue, Retry
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
-from rq.utils import now, utcformat
+from rq.utils import now
 
 from bot.exceptions import QueueUnavailable
 from worker.requests import JobKind, RunRequest
 
 DELIVERY_KEY = "reqdrive:delivery:{}"
+# A push editing a requirement whose run is already running leaves the new run's arguments
+# here; the running job takes them when it ends and queues the re-run (bot/drive.py).
+RERUN_KEY = "reqdrive:rerun:{}"
+RERUN_TTL_S = 7 * 24 * 3600  # as long as a finished run's result is kept
 # GitHub lets a maintainer redeliver for 3 days; keep ids longer so a redelivery is never
 # mistaken for a new delivery.
 DELIVERY_TTL_S = 5 * 24 * 3600
@@ -34,64 +36,77 @@ RESULT_TTL_S = 7 * 24 * 3600
 RUN_RETRY = Retry(max=2, interval=[60, 300])
 COMMAND_RETRY = Retry(max=2)  # no interval: requeued at once, no scheduler needed
 
+# The job functions the worker runs, by name: the web process only writes these strings, so
+# renaming one needs the worker to keep answering to the old name (see bot/jobs.py).
 JOB_FUNCTIONS = {
-    JobKind.RUN: "worker.jobs.run_requirement",
-    JobKind.RETRY: "worker.jobs.retry_stories",
-    JobKind.PLAN: "worker.jobs.plan_requirement",
-    JobKind.CANCEL: "worker.jobs.cancel_run",
-    JobKind.STATUS: "worker.jobs.report_status",
-    JobKind.HELP: "worker.jobs.reply_help",
+    JobKind.RUN: "bot.jobs.run_requirement",
+    JobKind.RETRY: "bot.jobs.retry_stories",
+    JobKind.PLAN: "bot.jobs.plan_requirement",
+    JobKind.CANCEL: "bot.jobs.cancel_run",
+    JobKind.STATUS: "bot.jobs.report_status",
+    JobKind.HELP: "bot.jobs.reply_help",
 }
-# Jobs that work on the requirement share its id, so they never run twice at once; the
-# others answer a comment and must not be swallowed by a queued run.
-WORK_KINDS = frozenset({JobKind.RUN, JobKind.RETRY, JobKind.PLAN})
+# Only runs share their requirement's job id and coalesce: the same label or push twice is
+# one run. A retry, plan or any other command is a person's request: one job per comment, so
+# none is swallowed by a queued run; the job itself refuses to run beside a running one.
+COALESCING_KINDS = frozenset({JobKind.RUN})
 SLUG_RE = re.compile(r"[^a-z0-9]+")
 SLUG_MAX = 40
 
 # Why not rq's Queue.enqueue(..., unique=True): it refuses any id whose hash still exists,
 # and a finished or failed job's hash lives for result_ttl/failure_ttl (a year), so a
-# requirement could never run again; it also costs extra round trips (SADD, INFO) and cannot
-# record the delivery in the same atomic step. This script stores the same fields rq's own
-# save_unique_job script stores (Job.to_dict(), see JobTemplate), so the job stays a normal
-# RQ job.
+# requirement could never run again; it also cannot record the delivery, coalesce, and queue
+# in one atomic step. The job hash this script stores is rq's own `Job.to_dict()`, made by
+# rq for every job, so the job stays a normal RQ job that any rq version reads as its own.
 #
-# The jobs travel as one MessagePack argument (Redis's Lua has cmsgpack): packing dozens of
-# separate arguments cost more than the script itself. Every value is a msgpack str, which
-# cmsgpack hands to Lua byte for byte, so the zlib-compressed `data` field survives (cjson
-# would not). All reads happen before any write, and the delivery is marked last: if the
-# script fails, nothing was written, so GitHub's redelivery is processed as new. With AOF,
-# Redis logs the script's writes as one transaction.
+# A coalescing job that is already queued takes the newest trigger's arguments (a second push
+# editing a requirement runs the newest text); one that has started leaves them at the rerun
+# key when the trigger asks for a re-run (a push), so the running job queues it when it ends.
+# All reads happen before any write, and the delivery is marked last: if the script fails,
+# nothing was written, so GitHub's redelivery is processed as new.
 ACCEPT_SCRIPT = """
--- KEYS: 1 delivery, 2 queue, 3 set of queues, 4 finished, 5 failed, 6 canceled, 7.. jobs
--- ARGV: 1 delivery ttl, 2 msgpack array of jobs, each {kind, at_front, id, field, value, ...}
+-- KEYS: 1 delivery, 2 queue, 3 set of queues, 4 finished, 5 failed, 6 canceled,
+--       then per job: its hash, its rerun key
+-- ARGV: 1 delivery ttl, 2 rerun ttl, 3 msgpack array of jobs
+--       {id, kind, front, coalesce, rerun (JSON or ''), fields {name: value}}
 local seen = redis.call('GET', KEYS[1])
 if seen then return {0, seen} end
 local ACTIVE = {queued = true, started = true, deferred = true, scheduled = true}
-local jobs = cmsgpack.unpack(ARGV[2])
+local jobs = cmsgpack.unpack(ARGV[3])
 for i, job in ipairs(jobs) do
-  local status = redis.call('HGET', KEYS[6 + i], 'status')
-  job.ran = status ~= false
-  job.coalesced = (status and ACTIVE[status]) or false
+  job.status = redis.call('HGET', KEYS[5 + 2 * i], 'status')
 end
 local record = {}
 for i, job in ipairs(jobs) do
-  local key, id = KEYS[6 + i], job[3]
-  if not job.coalesced then
-    -- A finished, failed or canceled run: drop its fields, expiry and registry entries.
-    -- A new id needs none of that (nor does rq's own enqueue): a registry entry whose hash
-    -- expired has expired too, and rq's registry cleanup drops it.
-    if job.ran then
-      redis.call('DEL', key)
-      for r = 4, 6 do redis.call('ZREM', KEYS[r], id) end
+  local key, rerun_key = KEYS[5 + 2 * i], KEYS[6 + 2 * i]
+  local active = job.status and ACTIVE[job.status]
+  local coalesced = (job.coalesce and active) and true or false
+  local rerun = false
+  if coalesced and job.status == 'started' then
+    if job.rerun ~= '' then
+      redis.call('SET', rerun_key, job.rerun, 'EX', ARGV[2])
+      rerun = true
     end
-    redis.call('HSET', key, unpack(job, 4))
-    if job[2] == '1' then
-      redis.call('LPUSH', KEYS[2], id)
+  elseif coalesced then
+    -- Still waiting: it runs with the newest trigger's arguments.
+    for _, name in ipairs({'data', 'description', 'meta'}) do
+      redis.call('HSET', key, name, job.fields[name])
+    end
+  else
+    -- A finished, failed or canceled job of the same id: drop its fields, expiry and
+    -- registry entries. (A registry entry whose hash expired has expired too.)
+    if job.status then
+      redis.call('DEL', key)
+      for r = 4, 6 do redis.call('ZREM', KEYS[r], job.id) end
+    end
+    for name, value in pairs(job.fields) do redis.call('HSET', key, name, value) end
+    if job.front then
+      redis.call('LPUSH', KEYS[2], job.id)
     else
-      redis.call('RPUSH', KEYS[2], id)
+      redis.call('RPUSH', KEYS[2], job.id)
     end
   end
-  record[i] = {id = id, kind = job[1], coalesced = job.coalesced}
+  record[i] = {id = job.id, kind = job.kind, coalesced = coalesced, rerun = rerun}
 end
 redis.call('SADD', KEYS[3], KEYS[2])
 local encoded = cjson.encode(record)
@@ -102,11 +117,13 @@ return {1, encoded}
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """A job a delivery asked for; coalesced when an equal job was already queued or running."""
+    """A job a delivery asked for; coalesced when an equal run was already queued or running,
+    rerun when that run is running and will run again on this delivery's arguments."""
 
     id: str
     kind: str
     coalesced: bool
+    rerun: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,7 +139,7 @@ def job_id_for(request: RunRequest) -> str:
     target = request.requirement or f"PR-{request.issue_number}"
     key = [request.repo.lower(), target]
     prefix = "run"
-    if request.kind not in WORK_KINDS:
+    if request.kind not in COALESCING_KINDS:
         key.append(str(request.comment_id))  # one job per command comment
         prefix = request.kind.value
     digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:12]
@@ -131,152 +148,34 @@ def job_id_for(request: RunRequest) -> str:
     return f"{prefix}-{slug}-{digest}" if slug else f"{prefix}-{digest}"
 
 
-class JobTemplate:
-    """One kind's RQ job hash, made once from rq's own Job.to_dict(); filled per request.
-
-    Job.create and to_dict per delivery cost more than the rest of the trigger path; only
-    five fields differ between two jobs of one kind, and those are computed here as rq
-    computes them (tests compare the result with Job.create(...).to_dict()).
-    """
-
-    VARYING = frozenset({"data", "description", "meta", "created_at", "enqueued_at"})
-
-    def __init__(
-        self, kind: JobKind, queue_name: str, timeout_s: int, connection: redis.Redis
-    ) -> None:
-        self.func_name = JOB_FUNCTIONS[kind]
-        work = kind in WORK_KINDS
-        model = Job.create(
-            self.func_name,
-            connection=connection,
-            serializer=JSONSerializer,
-            id="template",
-            status=JobStatus.QUEUED,
-            timeout=timeout_s if work else COMMAND_TIMEOUT_S,
-            retry=RUN_RETRY if work else COMMAND_RETRY,
-            result_ttl=RESULT_TTL_S,
-            origin=queue_name,
-            meta={"kind": kind.value},
-            description=kind.value,
-        )
-        model.enqueued_at = now()
-        encode: Callable[[object], bytes] = connection.get_encoder().encode  # as HSET stores it
-        stored = {k: encode(v) for k, v in model.to_dict().items() if v is not None}
-        if not stored.keys() >= self.VARYING:
-            raise RuntimeError(f"rq's job hash changed shape: {sorted(stored)}")  # rq upgrade
-        fixed = {k: v for k, v in stored.items() if k not in self.VARYING}
-        # Queue replies ahead of runs: a comment's answer must not wait behind queued runs.
-        self._head = _mp_str(kind.value.encode()) + _mp_str(b"0" if work else b"1")
-        self._fixed_packed = b"".join(_mp_str(x) for kv in fixed.items() for x in
-                                      (kv[0].encode(), kv[1]))  # fmt: skip
-        self._names = {name: _mp_str(name.encode()) for name in self.VARYING}
-        self._array = _mp_array_header(3 + 2 * (len(fixed) + len(self.VARYING)))
-
-    def packed(self, job_id: str, request: RunRequest, at: datetime) -> bytes:
-        """This job as the accept script reads it: kind, at_front, id, then its fields."""
-        parts = [self._array, self._head, _mp_str(job_id.encode()), self._fixed_packed]
-        for name, value in self._varying(request, at).items():
-            parts += (self._names[name], _mp_str(value))
-        return b"".join(parts)
-
-    def _varying(self, request: RunRequest, at: datetime) -> dict[str, bytes]:
-        # As rq makes them: JSONSerializer.dumps is json.dumps(...).encode(), data compressed.
-        call = (self.func_name, None, (), request.model_dump(mode="json"))
-        stamp = utcformat(at).encode()
-        description = f"{request.kind.value} {request.repo} {request.requirement or ''}"
-        meta = {"kind": request.kind.value, "delivery_id": request.delivery_id}
-        return {
-            "data": zlib.compress(json.dumps(call).encode()),
-            "description": description.encode(),
-            "meta": json.dumps(meta).encode(),
-            "created_at": stamp,
-            "enqueued_at": stamp,
-        }
-
-
-def _mp_str(value: bytes) -> bytes:
-    """A MessagePack str holding these exact bytes (fixstr, str8, str16 or str32)."""
-    n = len(value)
-    if n < 32:
-        return bytes((0xA0 | n,)) + value
-    if n < 0x100:
-        return b"\xd9" + bytes((n,)) + value
-    if n < 0x10000:
-        return b"\xda" + n.to_bytes(2, "big") + value
-    return b"\xdb" + n.to_bytes(4, "big") + value
-
-
-def _mp_array_header(n: int) -> bytes:
-    return b"\xdc" + n.to_bytes(2, "big")  # array16: a delivery never names 65,536 jobs
-
-
-class _Connection(Protocol):
-    """The part of redis-py's Connection that ScriptCall uses (redis-py leaves it untyped)."""
-
-    def send_packed_command(self, command: list[bytes], check_health: bool = True) -> None: ...
-    def send_command(self, *args: bytes | str, check_health: bool = True) -> None: ...
-    def read_response(self) -> object: ...
-    def disconnect(self) -> None: ...
-
-
-class ScriptCall:
-    """EVALSHA of one script on connections of its own: redis-py's client costs ~40 us a call.
-
-    The client's retry and observability layers and the pool's per-checkout probe (two
-    ioctls and a recv) cost more CPU than Redis spends running the script. The connections
-    are redis-py's own, built from the client's URL, timeouts and TLS settings; one per
-    concurrent caller, forgotten after a fork.
-    """
-
-    def __init__(self, client: redis.Redis, script: str) -> None:
-        self._pool = client.connection_pool
-        self._script = script.encode()
-        sha = hashlib.sha1(self._script, usedforsecurity=False).hexdigest().encode()
-        self._head = _bulk(b"EVALSHA") + _bulk(sha)
-        self._idle: list[_Connection] = []
-        self._pid = os.getpid()
-
-    def __call__(self, keys: list[bytes], args: list[bytes]) -> object:
-        """The script's reply; redis.RedisError if it failed or Redis did not answer."""
-        parts = [b"*%d\r\n" % (3 + len(keys) + len(args)), self._head, _bulk(b"%d" % len(keys))]
-        command = [b"".join([*parts, *map(_bulk, keys), *map(_bulk, args)])]  # one sendall
-        conn = self._checkout()
-        try:
-            try:
-                return self._send(conn, command)
-            except (redis.ConnectionError, redis.TimeoutError):
-                # Redis closed an idle connection or restarted: once more on a new one, as
-                # redis-py's Retry(NoBackoff(), 1) did. A retried script that had run finds
-                # its delivery recorded and answers "duplicate".
-                conn.disconnect()
-                return self._send(conn, command)
-        except BaseException:
-            conn.disconnect()  # never leave half a reply on a connection that is reused
-            raise
-        finally:
-            self._idle.append(conn)
-
-    def _send(self, conn: _Connection, command: list[bytes]) -> object:
-        conn.send_packed_command(command, check_health=False)
-        try:
-            return conn.read_response()
-        except NoScriptError:  # Redis restarted or SCRIPT FLUSH: load it, then run it
-            conn.send_command("SCRIPT", "LOAD", self._script, check_health=False)
-            conn.read_response()
-            conn.send_packed_command(command, check_health=False)
-            return conn.read_response()
-
-    def _checkout(self) -> _Connection:
-        if self._pid != os.getpid():  # a forked worker must not share its parent's sockets
-            self._idle, self._pid = [], os.getpid()
-        try:
-            return self._idle.pop()
-        except IndexError:
-            return cast(_Connection, self._pool.connection_class(**self._pool.connection_kwargs))
-
-
-def _bulk(value: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(value), value)  # one RESP bulk string
+def rq_job(
+    connection: redis.Redis,
+    job_id: str,
+    request: RunRequest,
+    queue_name: str,
+    timeout_s: int,
+    at: datetime,
+) -> Job:
+    """The job rq itself would store for this request (rq's public Job.create; nothing is
+    written: the accept script stores its to_dict())."""
+    kind = request.kind
+    runs = kind in COALESCING_KINDS or kind in {JobKind.RETRY, JobKind.PLAN}
+    job = Job.create(
+        JOB_FUNCTIONS[kind],
+        kwargs=request.model_dump(mode="json"),
+        connection=connection,
+        serializer=JSONSerializer,
+        id=job_id,
+        status=JobStatus.QUEUED,
+        timeout=timeout_s if runs else COMMAND_TIMEOUT_S,
+        retry=RUN_RETRY if runs else COMMAND_RETRY,
+        result_ttl=RESULT_TTL_S,
+        origin=queue_name,
+        meta={"kind": kind.value, "delivery_id": request.delivery_id},
+        description=f"{kind.value} {request.repo} {request.requirement or ''}",
+    )
+    job.created_at = job.enqueued_at = at
+    return job
 
 
 class Enqueuer:
@@ -284,19 +183,18 @@ class Enqueuer:
 
     def __init__(self, connection: redis.Redis, queue_name: str, job_timeout_s: int) -> None:
         queue = Queue(queue_name, connection=connection, serializer=JSONSerializer)
-        self.templates = {
-            kind: JobTemplate(kind, queue_name, job_timeout_s, connection) for kind in JobKind
-        }
-        self._script = ScriptCall(connection, ACCEPT_SCRIPT)
+        self._connection = connection
+        self._queue_name = queue_name
+        self._timeout_s = job_timeout_s
+        self._encode = connection.get_encoder().encode
+        # redis-py's Script: EVALSHA, loading the script again after a Redis restart.
+        self._script = connection.register_script(ACCEPT_SCRIPT)
         self._fixed_keys = [
-            key.encode()
-            for key in (
-                queue.key,
-                Queue.redis_queues_keys,
-                queue.finished_job_registry.key,
-                queue.failed_job_registry.key,
-                queue.canceled_job_registry.key,
-            )
+            queue.key,
+            Queue.redis_queues_keys,
+            queue.finished_job_registry.key,
+            queue.failed_job_registry.key,
+            queue.canceled_job_registry.key,
         ]
 
     def accept(self, delivery_id: str, requests: list[RunRequest]) -> Accepted:
@@ -308,14 +206,37 @@ class Enqueuer:
         if not by_id:
             raise ValueError("a delivery is accepted only for at least one job")
         at = now()
-        jobs = [self.templates[r.kind].packed(job_id, r, at) for job_id, r in by_id.items()]
-        keys = [DELIVERY_KEY.format(delivery_id).encode(), *self._fixed_keys]
-        keys += [Job.key_for(job_id).encode() for job_id in by_id]
-        args = [b"%d" % DELIVERY_TTL_S, b"".join([_mp_array_header(len(jobs)), *jobs])]
+        keys = [DELIVERY_KEY.format(delivery_id), *self._fixed_keys]
+        jobs = []
+        for job_id, request in by_id.items():
+            keys += [Job.key_for(job_id), RERUN_KEY.format(job_id)]
+            jobs.append(self._packed(job_id, request, at))
+        # use_bin_type=False: Redis's cmsgpack reads only msgpack's str family, which carries
+        # any bytes (the compressed job data) to Lua unchanged.
+        args = [DELIVERY_TTL_S, RERUN_TTL_S, msgpack.packb(jobs, use_bin_type=False)]
         try:
-            reply = self._script(keys, args)
+            reply = self._script(keys=keys, args=args)
         except redis.RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         status, record = cast(tuple[int, bytes], reply)
         queued = tuple(QueuedJob(**item) for item in json.loads(record))
         return Accepted(queued, duplicate=status == 0)
+
+    def _packed(self, job_id: str, request: RunRequest, at: datetime) -> dict[str, object]:
+        job = rq_job(self._connection, job_id, request, self._queue_name, self._timeout_s, at)
+        # As HSET would store each value (redis-py leaves its encoder unannotated).
+        encode: Callable[[object], bytes] = self._encode
+        fields = {k: encode(v) for k, v in job.to_dict().items() if v is not None}
+        coalesce = request.kind in COALESCING_KINDS
+        # Only a push asks for a re-run: its file changed. A label added again while its run
+        # is running asks for nothing new.
+        rerun = json.dumps(request.model_dump(mode="json")) if coalesce and request.head_sha else ""
+        return {
+            "id": job_id,
+            "kind": request.kind.value,
+            # Replies ahead of runs: a comment's answer must not wait behind queued runs.
+            "front": request.kind not in {JobKind.RUN, JobKind.RETRY, JobKind.PLAN},
+            "coalesce": coalesce,
+            "rerun": rerun,
+            "fields": fields,
+        }

@@ -21,7 +21,7 @@ from rq.serializers import JSONSerializer
 from bot.intake import MAX_BODY_BYTES
 from tests.support import webhooks
 from tests.support.ports import closed_port, free_port
-from worker.jobs import JOB_LOG_KEY
+from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
 
 pytestmark = pytest.mark.e2e
 
@@ -131,9 +131,12 @@ def test_a_trigger_is_queued_and_run_by_a_worker(web: WebProcess, redis_conn: re
     status, answer = web.deliver("issues", webhooks.labeled(number=3))
     assert status == 202
     assert queue(redis_conn).job_ids == answer["job_ids"]
-    SimpleWorker([queue(redis_conn)], connection=redis_conn, serializer=JSONSerializer).work(
-        burst=True
-    )
+    SimpleWorker(
+        [queue(redis_conn)],
+        connection=redis_conn,
+        serializer=JSONSerializer,
+        job_class=RecordingJob,
+    ).work(burst=True)
     [entry] = [json.loads(e) for e in redis_conn.lrange(JOB_LOG_KEY, 0, -1)]
     assert (entry["job_id"], entry["requirement"]) == (answer["job_ids"][0], "ISSUE-3")  # type: ignore[index]
 

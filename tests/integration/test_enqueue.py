@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import re
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -13,10 +13,10 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 from rq.utils import utcparse
 
-from bot.enqueue import DELIVERY_KEY, Enqueuer, ScriptCall, job_id_for
+from bot.enqueue import DELIVERY_KEY, RERUN_KEY, Enqueuer, job_id_for
 from bot.exceptions import QueueUnavailable
 from tests.support.ports import closed_port
-from worker.jobs import JOB_LOG_KEY
+from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
 from worker.requests import JobKind, RunRequest
 
 TIMEOUT_S = 6 * 3600
@@ -50,15 +50,18 @@ def fetch(conn: redis.Redis, job_id: str) -> Job:
 def test_a_queued_job_is_an_ordinary_rq_job(enqueuer: Enqueuer, redis_conn: redis.Redis) -> None:
     [queued] = enqueuer.accept("d-1", [request()]).jobs
     job = fetch(redis_conn, queued.id)
-    assert job.func_name == "worker.jobs.run_requirement"
+    assert job.func_name == "bot.jobs.run_requirement"
     assert job.kwargs == request().model_dump(mode="json")
     assert (job.timeout, job.retries_left, job.retry_intervals) == (TIMEOUT_S, 2, [60, 300])
     assert job.get_status() == JobStatus.QUEUED
     assert job.origin == "reqdrive"
     assert b"rq:queue:reqdrive" in redis_conn.smembers("rq:queues")  # `rq info` lists it
-    SimpleWorker([queue(redis_conn)], connection=redis_conn, serializer=JSONSerializer).work(
-        burst=True
-    )
+    SimpleWorker(
+        [queue(redis_conn)],
+        connection=redis_conn,
+        serializer=JSONSerializer,
+        job_class=RecordingJob,
+    ).work(burst=True)
     assert fetch(redis_conn, queued.id).get_status() == JobStatus.FINISHED
     assert redis_conn.llen(JOB_LOG_KEY) == 1
 
@@ -83,7 +86,7 @@ def test_the_stored_job_is_exactly_what_rq_itself_would_store(
     # here); only the timestamps are taken from what was stored.
     work = kind is not JobKind.CANCEL
     reference = Job.create(
-        f"worker.jobs.{function}",
+        f"bot.jobs.{function}",
         kwargs=sent.model_dump(mode="json"),
         connection=redis_conn,
         serializer=JSONSerializer,
@@ -187,11 +190,46 @@ def test_a_connection_redis_closed_does_not_refuse_the_next_delivery(
     assert queue(redis_conn).count == 2
 
 
-def test_a_script_redis_does_not_know_is_loaded_and_run(redis_conn: redis.Redis) -> None:
-    token = uuid.uuid4().hex  # a script no one has loaded (SCRIPT FLUSH would hit others)
-    call = ScriptCall(redis_conn, f"return {{KEYS[1], ARGV[1], '{token}'}}")
-    assert call([b"k"], [b"\x00\xff"]) == [b"k", b"\x00\xff", token.encode()]
-    assert call([b"k2"], [b"a"]) == [b"k2", b"a", token.encode()]
+def test_a_redis_that_forgot_the_script_gets_it_again(
+    enqueuer: Enqueuer, redis_conn: redis.Redis
+) -> None:
+    enqueuer.accept("d-1", [request()])
+    redis_conn.script_flush()  # a restarted Redis; other sessions' Script objects reload too
+    accepted = enqueuer.accept("d-2", [request(requirement="docs/requirements/REQ-002.md")])
+    assert not accepted.duplicate
+    assert queue(redis_conn).count == 2
+
+
+def test_a_push_editing_a_running_requirement_leaves_its_rerun(
+    enqueuer: Enqueuer, redis_conn: redis.Redis
+) -> None:
+    first = request(head_sha="a" * 40)
+    [queued] = enqueuer.accept("d-1", [first]).jobs
+    redis_conn.hset(Job.key_for(queued.id), "status", JobStatus.STARTED.value)  # a worker took it
+    edited = request(delivery_id="d-2", head_sha="b" * 40)
+    [again] = enqueuer.accept("d-2", [edited]).jobs
+    assert (again.id, again.coalesced, again.rerun) == (queued.id, True, True)
+    assert json.loads(redis_conn.get(RERUN_KEY.format(queued.id)) or b"") == edited.model_dump(
+        mode="json"
+    )
+    # The label added again to an issue whose run is running asks for nothing new.
+    label = request(requirement="ISSUE-4", issue_number=4)
+    [run] = enqueuer.accept("d-3", [label]).jobs
+    redis_conn.hset(Job.key_for(run.id), "status", JobStatus.STARTED.value)
+    [label_again] = enqueuer.accept("d-4", [label.model_copy(update={"delivery_id": "d-4"})]).jobs
+    assert (label_again.coalesced, label_again.rerun) == (True, False)
+    assert redis_conn.get(RERUN_KEY.format(run.id)) is None
+
+
+def test_a_queued_run_takes_the_newest_pushs_arguments(
+    enqueuer: Enqueuer, redis_conn: redis.Redis
+) -> None:
+    [queued] = enqueuer.accept("d-1", [request(head_sha="a" * 40)]).jobs
+    [again] = enqueuer.accept("d-2", [request(delivery_id="d-2", head_sha="b" * 40)]).jobs
+    assert (again.id, again.coalesced, again.rerun) == (queued.id, True, False)
+    job = fetch(redis_conn, queued.id)
+    assert (job.kwargs["head_sha"], job.kwargs["delivery_id"]) == ("b" * 40, "d-2")
+    assert queue(redis_conn).job_ids == [queued.id]  # still one run
 
 
 def test_one_delivery_naming_one_job_twice_queues_it_once(
@@ -214,8 +252,9 @@ def test_job_ids_are_one_per_requirement_per_repository() -> None:
     run = job_id_for(request())
     assert job_id_for(request(delivery_id="other", sender="someone")) == run
     assert job_id_for(request(repo="OCTO/App")) == run  # GitHub names ignore case
-    assert job_id_for(request(kind=JobKind.RETRY, story_id="US-1")) == run
-    assert job_id_for(request(kind=JobKind.PLAN)) == run
+    # A retry or plan is a person's request, one job per comment, never merged into the run.
+    assert job_id_for(request(kind=JobKind.RETRY, story_id="US-1", comment_id=1)) != run
+    assert job_id_for(request(kind=JobKind.PLAN, comment_id=1)) != run
     assert job_id_for(request(repo="octo/other")) != run
     assert job_id_for(request(requirement="docs/requirements/REQ-002.md")) != run
     assert re.fullmatch(r"run-req-001-login-[0-9a-f]{12}", run)
@@ -239,13 +278,3 @@ def test_replies_get_an_id_per_comment_apart_from_the_run() -> None:
 def test_job_ids_never_carry_raw_user_text(requirement: str) -> None:
     job_id = job_id_for(request(requirement=requirement))
     assert re.fullmatch(r"[a-z0-9-]{1,80}", job_id), job_id
-
-
-def test_a_job_refuses_arguments_meant_for_another_kind(redis_conn: redis.Redis) -> None:
-    q = queue(redis_conn)
-    job = q.enqueue_call("worker.jobs.cancel_run", kwargs=request().model_dump(mode="json"))
-    SimpleWorker([q], connection=redis_conn, serializer=JSONSerializer).work(burst=True)
-    job = fetch(redis_conn, job.id)
-    assert job.get_status() == JobStatus.FAILED
-    assert "a run request reached the cancel job" in job.latest_result().exc_string
-    assert redis_conn.llen(JOB_LOG_KEY) == 0

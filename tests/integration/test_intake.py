@@ -20,7 +20,7 @@ from bot.intake import MAX_BODY_BYTES
 from bot.settings import Settings, load_settings
 from tests.support import webhooks
 from tests.support.ports import closed_port
-from worker.jobs import JOB_LOG_KEY
+from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
 
 QUEUE = "reqdrive"
 # How a WSGI server passes a chunked body: no length, a stream that ends.
@@ -63,7 +63,9 @@ def queue(conn: redis.Redis) -> Queue:
 
 
 def work(conn: redis.Redis) -> None:
-    SimpleWorker([queue(conn)], connection=conn, serializer=JSONSerializer).work(burst=True)
+    SimpleWorker(
+        [queue(conn)], connection=conn, serializer=JSONSerializer, job_class=RecordingJob
+    ).work(burst=True)
 
 
 def job_log(conn: redis.Redis) -> list[dict]:  # type: ignore[type-arg]
@@ -230,7 +232,7 @@ def test_the_trigger_label_queues_a_run_that_a_worker_records(
     [job_id] = answer["job_ids"]
     assert answer["jobs"] == [{"id": job_id, "kind": "run", "coalesced": False}]
     job = Job.fetch(job_id, connection=redis_conn, serializer=JSONSerializer)
-    assert job.func_name == "worker.jobs.run_requirement"
+    assert job.func_name == "bot.jobs.run_requirement"
     assert job.kwargs["requirement"] == "ISSUE-7"
     assert job.kwargs["delivery_id"] == "guid-1"
     assert job.timeout == 3 * 3600
@@ -238,8 +240,8 @@ def test_the_trigger_label_queues_a_run_that_a_worker_records(
     work(redis_conn)
     job = Job.fetch(job_id, connection=redis_conn, serializer=JSONSerializer)
     assert job.get_status() == "finished"
-    assert job.meta["ran"]["requirement"] == "ISSUE-7"
-    assert [entry["job_id"] for entry in job_log(redis_conn)] == [job_id]
+    [entry] = job_log(redis_conn)
+    assert (entry["job_id"], entry["requirement"]) == (job_id, "ISSUE-7")
 
 
 def test_a_push_queues_one_run_per_requirement_file(client: FlaskClient) -> None:
@@ -259,14 +261,14 @@ def test_the_apps_own_push_queues_nothing(client: FlaskClient) -> None:
 @pytest.mark.parametrize(
     ("text", "function"),
     [
-        ("/reqdrive retry US-003", "worker.jobs.retry_stories"),
-        ("/reqdrive retry", "worker.jobs.retry_stories"),
-        ("/reqdrive plan", "worker.jobs.plan_requirement"),
-        ("/reqdrive run", "worker.jobs.run_requirement"),
-        ("/reqdrive cancel", "worker.jobs.cancel_run"),
-        ("/reqdrive status", "worker.jobs.report_status"),
-        ("/reqdrive help", "worker.jobs.reply_help"),
-        ("/reqdrive please", "worker.jobs.reply_help"),
+        ("/reqdrive retry US-003", "bot.jobs.retry_stories"),
+        ("/reqdrive retry", "bot.jobs.retry_stories"),
+        ("/reqdrive plan", "bot.jobs.plan_requirement"),
+        ("/reqdrive run", "bot.jobs.run_requirement"),
+        ("/reqdrive cancel", "bot.jobs.cancel_run"),
+        ("/reqdrive status", "bot.jobs.report_status"),
+        ("/reqdrive help", "bot.jobs.reply_help"),
+        ("/reqdrive please", "bot.jobs.reply_help"),
     ],
 )
 def test_each_command_queues_its_job(
@@ -329,10 +331,13 @@ def test_commands_are_not_swallowed_by_a_queued_run(
     _, cancel = post(client, "issue_comment", webhooks.comment("/reqdrive cancel"))
     _, retry = post(client, "issue_comment", webhooks.comment("/reqdrive retry US-002"))
     assert cancel["jobs"][0]["coalesced"] is False
-    # Same requirement, one run: the retry waits for the queued run rather than racing it.
-    assert retry["jobs"] == [{"id": run["job_ids"][0], "kind": "retry", "coalesced": True}]
+    # A retry is a person's request: a job of its own, never merged into (and lost in) the
+    # queued run; the job itself waits for or refuses beside a running run.
+    assert retry["jobs"][0]["coalesced"] is False
+    assert retry["job_ids"] != run["job_ids"]
     # A reply waits for no run: it is queued ahead of them.
-    assert queue(redis_conn).job_ids == [cancel["job_ids"][0], run["job_ids"][0]]
+    assert queue(redis_conn).job_ids == [cancel["job_ids"][0], run["job_ids"][0],
+                                         retry["job_ids"][0]]  # fmt: skip
 
 
 # 503 and /healthz

@@ -30,6 +30,7 @@ from worker.judging import (
     reference_gates,
     story_state,
     tests_by_id,
+    unclaimed,
 )
 from worker.planning import Planner
 from worker.prd import Prd, Story, select_next_story
@@ -356,6 +357,13 @@ class Pipeline:
         self.folder.append_progress(
             f"plan: {len(prd.user_stories)} stories " + ", ".join(s.id for s in prd.user_stories)
         )
+        left = unclaimed(cp.stories, cp.baseline or [])
+        if left:
+            self.folder.append_progress(
+                f"no story claims {len(left)} failing tests; they stay final checks: "
+                + ", ".join(left[:20])
+                + (" ..." if len(left) > 20 else "")
+            )
         self._save()
 
     def _plan_values(self) -> dict[str, object]:

@@ -195,6 +195,8 @@ def test_a_baseline_failure_no_story_claims_stays_a_final_check(
     }
     assert not result.ready
     assert "no story claimed it" in pr_body(project)
+    progress = (project.run_dir() / "progress.txt").read_text()
+    assert f"no story claims 1 failing tests; they stay final checks: {TEST_IDS['mul']}" in progress
 
 
 # Stories on a repository whose tests pass: the tests a story adds must prove it ------------

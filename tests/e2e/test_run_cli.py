@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -108,6 +109,7 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
 
     assert done.returncode == 0, done.stderr
     assert "→ US-001 attempt 1" in done.stdout and "ready for review" in done.stdout
+    assert "the agent runs unconfined" in done.stderr  # no --sandbox: said, not hidden
     assert git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines() == [
         "feat: [US-002] - Feature 2",
         "feat: [US-001] - Feature 1",
@@ -318,3 +320,44 @@ def test_the_default_work_dir_in_the_checkout_stays_out_of_git_status(
     assert done.returncode == 0, done.stderr
     assert (checkout / ".reqdrive/runs/req-001-demo/pr.md").exists()
     assert git(checkout, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_with_sandbox_on_the_agent_runs_confined(tmp_path: Path, checkout: Path) -> None:
+    agent_io = tmp_path / "agent-io"  # shown read-only, like a toolchain
+    agent_io.mkdir()
+    probe = "tr '\\0' ' ' < /proc/1/environ > probe.txt; ls " + str(checkout) + " >> probe.txt"
+    story = {**implement(1), "run": ["sh", "-c", probe]}
+    scenario = agent_io / "scenario.json"
+    scenario.write_text(
+        json.dumps({"plan": [{"prd": prd(1)}], "stories": {"US-001": [story]}, "calls_log": ""})
+    )
+    env = environment()
+    env["DEVELOPER_TOKEN"] = "developer-secret-3f0a9b"
+    env["REQDRIVE_SANDBOX_READONLY"] = os.pathsep.join(
+        [sys.prefix, sys.base_prefix, str(SCRIPTED_AGENT.parent), str(agent_io)]
+    )
+    argv = command(tmp_path, scenario, "--run-id", "boxed", "--sandbox", "on")
+    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 0, done.stderr
+    assert "unconfined" not in done.stderr
+    probe_text = git(checkout, "show", f"{BRANCH}:probe.txt")
+    assert "developer-secret" not in probe_text and "DEVELOPER_TOKEN" not in probe_text
+    assert ".github" not in probe_text  # the developer's checkout does not exist in there
+
+
+def test_sandbox_on_without_bubblewrap_exits_2_saying_what_to_do(
+    tmp_path: Path, checkout: Path
+) -> None:
+    bin_dir = tmp_path / "bin"  # git only: no bwrap on this PATH
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    env = {**environment(), "PATH": str(bin_dir)}
+    scenario = scenario_file(tmp_path, {})
+    argv = command(tmp_path, scenario, "--sandbox", "on")
+    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 2
+    assert "bwrap is not installed" in done.stderr and "apt-get install bubblewrap" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,194 @@
+"""Measure what the sandbox costs per agent call, beside the same call unconfined.
+
+Every call goes through the runner the App uses (ProcessRunner → run_process), with the
+bindings a run gives it (worktree, HOME, hand-over folder, prompt, the agent's own git view,
+rebuilt for every call as the pipeline does). Three agents, each timed unconfined and in the
+sandbox, alternating call by call:
+
+- `true`: an agent that does nothing (the fixed cost of starting a confined process);
+- `git`: a shell agent that writes a file and runs `git status` and `git add` on its view;
+- `claude`: the real Claude Code CLI (tests/support installs the pinned version with npm) doing
+  one Write and one Bash turn against a scripted Messages API on 127.0.0.1.
+
+    .venv/bin/python -m bench.sandbox            # 40 calls per cell, 8 for claude
+    .venv/bin/python -m bench.sandbox --quick    # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.claude_cli import install_claude_cli  # noqa: E402
+from tests.support.fake_anthropic import ToolCall, fake_anthropic, say, use  # noqa: E402
+from worker.agents.base import AgentCall, AgentSettings  # noqa: E402
+from worker.agents.registry import make_runner  # noqa: E402
+from worker.redact import Redactor  # noqa: E402
+from worker.sandbox import Sandbox, SandboxMode, make_sandbox  # noqa: E402
+from worker.workspace import RepositoryCache, Worktree  # noqa: E402
+
+GIT_AGENT = "#!/bin/sh\necho change >> notes.txt\ngit status --porcelain >/dev/null\ngit add -A\n"
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+class Bench:
+    """A prepared worktree and everything a call binds, in a temporary work dir."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        source = work / "source"
+        source.mkdir()
+        git(source, "init", "-q", "-b", "main")
+        for n in range(200):
+            (source / f"file_{n}.txt").write_text(f"line {n}\n" * 20)
+        git(source, "add", "-A")
+        git(source, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "base")
+        self.cache = RepositoryCache(work / "cache")
+        self.worktree: Worktree = self.cache.prepare(
+            str(source), branch="reqdrive/bench", base_ref="main", run_id="bench"
+        )
+        self.home, self.handoff = work / "home", work / "handoff"
+        self.handoff.mkdir()
+        self.prompt = work / "prompt.md"
+        self.prompt.write_text("Implement the story.\n")
+        sandbox = make_sandbox(SandboxMode.ON)
+        assert sandbox is not None
+        self.sandbox: Sandbox = sandbox
+
+    def call(self, confined: bool) -> AgentCall:
+        call = AgentCall(
+            prompt_file=self.prompt,
+            cwd=self.worktree.path,
+            run_dir=self.handoff,
+            home_dir=self.home,
+            log_path=self.work / "agent.log",
+            timeout_s=120,
+            model="claude-sonnet-4-5",
+            max_turns=5,
+        )
+        if not confined:
+            return call
+        view = self.cache.agent_view(self.worktree, self.work / "gitview")
+        return replace(
+            call,
+            sandbox=self.sandbox.bind(
+                writable=[self.home, self.handoff, view.git_dir],
+                readonly=[view.objects, self.prompt],
+                shadows=[(view.git_file, self.worktree.path / ".git")],
+            ),
+        )
+
+
+def time_calls(
+    run_one: Callable[[bool], None], count: int, worktree: Path
+) -> dict[bool, list[float]]:
+    """Seconds per call, unconfined (False) and sandboxed (True), alternating; the worker's
+    reset of the worktree between calls is not timed."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for confined in (False, True):  # warm file caches once
+        run_one(confined)
+        reset(worktree)
+    for _ in range(count):
+        for confined in (False, True):
+            started = time.perf_counter()
+            run_one(confined)
+            times[confined].append(time.perf_counter() - started)
+            reset(worktree)
+    return times
+
+
+def reset(worktree: Path) -> None:
+    git(worktree, "reset", "-q", "--hard")
+    git(worktree, "clean", "-qfd")
+
+
+def command_agent(bench: Bench, program: Path) -> Callable[[bool], None]:
+    settings = AgentSettings(runner="command", command=str(program), timeout_s=60)
+    runner = make_runner(settings, redactor=Redactor(), source_env={"PATH": "/usr/bin:/bin"})
+
+    def run_one(confined: bool) -> None:
+        outcome = runner.run(bench.call(confined))
+        if outcome.exit_code != 0:
+            raise SystemExit(f"the agent failed: {outcome.result_text[-500:]}")
+
+    return run_one
+
+
+def claude_agent(bench: Bench, url: str) -> Callable[[bool], None]:
+    binary = install_claude_cli()
+    env = {
+        "PATH": f"{binary.parent}:/usr/bin:/bin",
+        "ANTHROPIC_API_KEY": "bench-key-not-secret",
+        "ANTHROPIC_BASE_URL": url,
+    }
+    runner = make_runner(AgentSettings(runner="claude"), redactor=Redactor(), source_env=env)
+
+    def run_one(confined: bool) -> None:
+        outcome = runner.run(bench.call(confined))
+        if not outcome.ok:
+            raise SystemExit(f"claude failed: {outcome.error}")
+
+    return run_one
+
+
+def claude_script(bench: Bench, calls: int) -> list[object]:
+    target = str(bench.worktree.path / "greet.py")
+    turn = [
+        use(ToolCall("Write", {"file_path": target, "content": "x = 1\n"})),
+        use(ToolCall("Bash", {"command": "git status --porcelain"})),
+        say("done"),
+    ]
+    return turn * calls
+
+
+def row(name: str, times: dict[bool, list[float]]) -> str:
+    bare, boxed = (statistics.median(times[c]) * 1000 for c in (False, True))
+    p90 = [statistics.quantiles(times[c], n=10)[-1] * 1000 for c in (False, True)]
+    return (
+        f"| {name} | {len(times[True])} | {bare:.1f} | {boxed:.1f} | {boxed - bare:+.1f} | "
+        f"{boxed / bare:.2f} | {p90[0]:.1f} | {p90[1]:.1f} |"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-claude", action="store_true", help="skip the Claude Code CLI row")
+    args = parser.parse_args()
+    count, claude_count = (5, 2) if args.quick else (40, 8)
+    rows = []
+    with TemporaryDirectory(prefix="reqdrive-bench-sandbox-") as tmp:
+        bench = Bench(Path(tmp))
+        for name, script in (("true", "#!/bin/sh\nexit 0\n"), ("git", GIT_AGENT)):
+            program = Path(tmp) / f"agent-{name}"
+            program.write_text(script)
+            program.chmod(0o755)
+            calls = time_calls(command_agent(bench, program), count, bench.worktree.path)
+            rows.append(row(name, calls))
+        if not args.no_claude:
+            total = (claude_count + 1) * 2
+            with fake_anthropic(claude_script(bench, total)) as server:  # type: ignore[arg-type]
+                agent = claude_agent(bench, server.url)
+                rows.append(row("claude", time_calls(agent, claude_count, bench.worktree.path)))
+    print("| agent | calls each | unconfined ms (median) | sandbox ms (median) | difference ms "
+          "| ratio | unconfined p90 | sandbox p90 |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -422,10 +422,10 @@ class RepositoryCache:
             raise WorkspaceError(f"{worktree.path} has no known repository records")
         shutil.rmtree(folder, ignore_errors=True)  # never follows links the agent left
         git_dir = folder / "git"
-        refs = {
-            f"refs/heads/{worktree.branch}": head_sha(worktree.path),
-            f"refs/remotes/origin/{worktree.base_ref}": worktree.base_sha,
-        }
+        refs = {f"refs/heads/{worktree.branch}": head_sha(worktree.path)}
+        base = f"refs/remotes/origin/{worktree.base_ref}"
+        if run_git(["check-ref-format", "--normalize", base], cwd=admin, check=False) == base:
+            refs[base] = worktree.base_sha  # a base given as a commit or an expression: skipped
         for ref, sha in refs.items():
             (git_dir / ref).parent.mkdir(parents=True, exist_ok=True)
             (git_dir / ref).write_text(f"{sha}\n", encoding="utf-8")

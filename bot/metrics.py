@@ -28,7 +28,7 @@ from rq.registry import (
     StartedJobRegistry,
 )
 
-from worker.state import AttemptRecord, RunResult, StoryRecord
+from worker.state import AttemptRecord, RunResult, RunStep, StoryRecord
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,15 @@ class MeteredReporter:
 
     def run_started(self, run_id: str, source: str, branch: str) -> None:
         self._inner.run_started(run_id, source, branch)
+
+    def step_started(self, step: RunStep) -> None:
+        self._inner.step_started(step)
+
+    def branch_pushed(self, branch: str, sha: str) -> None:
+        self._inner.branch_pushed(branch, sha)
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
+        self._inner.run_failed(step, message, error_type=error_type)
 
     def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
         self._inner.plan_ready(stories)

@@ -11,6 +11,7 @@ from github.PullRequest import PullRequest
 
 from bot.github import RepoClient
 from bot.runs import RunRecord, RunRecords
+from worker.exceptions import RepoConfigError
 from worker.reporting import STATE_ICONS, render_pr_body
 from worker.state import (
     AttemptOutcome,
@@ -214,7 +215,12 @@ class GitHubReporter:
         self._save()
         self._meta(step="done")
 
-    def run_failed(self, step: str, message: str, *, conclusion: str = Outcome.FAILURE) -> None:
+    def run_failed(
+        self, step: str, message: str, *, error_type: str = "", conclusion: str | None = None
+    ) -> None:
+        if conclusion is None:  # a configuration the user must fix, or a fault
+            config = error_type == RepoConfigError.__name__
+            conclusion = Outcome.ACTION_REQUIRED if config else Outcome.FAILURE
         if self.ended:
             return
         self.ended = True

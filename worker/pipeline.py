@@ -15,6 +15,7 @@ from typing import Any
 
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
+from worker.background_reporter import BackgroundReporter
 from worker.delivery import run_result, write_delivery
 from worker.exceptions import RunCancelled
 from worker.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates
@@ -127,7 +128,8 @@ class Pipeline:
     ) -> None:
         self.spec = spec
         self._given_runner = runner  # instead of the configured one (tests, benchmarks)
-        self.reporter = reporter
+        self.given_reporter = reporter
+        self.reporter: Reporter = reporter  # the background one while run() runs
         self.checkpoints = checkpoints
         self.cancel = cancel or threading.Event()
         self.redactor = Redactor(spec.secrets)
@@ -157,20 +159,41 @@ class Pipeline:
     # the run ------------------------------------------------------------------------------
 
     def run(self) -> RunResult:
+        """The whole run; the reporter hears of its ending exactly once, whatever it is."""
         self.checkpoint: Checkpoint | None = None
-        with self.folder.lock():
-            result = self._locked_run()
-            # The pushed branch is the record now; the worktree would only hold the branch
-            # checked out and keep another run (a changed requirement) off it.
-            self.cache.remove(self.worktree)
+        self.step = RunStep.PREFLIGHT
+        background = BackgroundReporter(self.given_reporter)
+        self.reporter = background
+        try:
+            result = self._reported_run()
+        finally:
+            background.close()
+            self.reporter = self.given_reporter
+        return result
+
+    def _reported_run(self) -> RunResult:
+        self.failure_reported = False
+        try:
+            with self.folder.lock():
+                result = self._locked_run()
+        except Exception as error:
+            if not self.failure_reported:  # refused before the run was ours: nothing to record
+                self.reporter.run_failed(
+                    self.step, self._message(error), error_type=type(error).__name__
+                )
+            raise
         self.reporter.run_finished(result)
         return result
 
     def _locked_run(self) -> RunResult:
-        self.checkpoint = self.checkpoints.load(self.spec.run_id)
-        self.step = RunStep.WORKSPACE
         try:
-            return self._run()
+            self.checkpoint = self.checkpoints.load(self.spec.run_id)
+            self.step = RunStep.WORKSPACE
+            result = self._run()
+            # The pushed branch is the record now; the worktree would only hold the branch
+            # checked out and keep another run (a changed requirement) off it.
+            self.cache.remove(self.worktree)
+            return result
         except Exception as error:
             self._fail(error)
             raise
@@ -206,16 +229,24 @@ class Pipeline:
         self.step = step
         self._save(step=step)
         self._write_run_json()
+        self.reporter.step_started(step)
 
     def _fail(self, error: Exception) -> None:
         log.warning("run failed", extra={"run_id": self.spec.run_id, "step": str(self.step)})
-        message = self.redactor.redact(str(error) or type(error).__name__)
-        if self.checkpoint is not None:
-            self.checkpoint.status = RunStatus.FAILED
-            self.checkpoint.error = message
-            self.checkpoint.step = self.step
-            self.checkpoints.save(self.checkpoint)
-        self._write_run_json(error=message)
+        message = self._message(error)
+        try:
+            if self.checkpoint is not None:
+                self.checkpoint.status = RunStatus.FAILED
+                self.checkpoint.error = message
+                self.checkpoint.step = self.step
+                self.checkpoints.save(self.checkpoint)
+            self._write_run_json(error=message)
+        finally:  # Redis or the disk failing here must not keep the ending from the reporter
+            self.failure_reported = True
+            self.reporter.run_failed(self.step, message, error_type=type(error).__name__)
+
+    def _message(self, error: Exception) -> str:
+        return self.redactor.redact(str(error) or type(error).__name__)
 
     def _save(self, *, step: RunStep | None = None) -> None:
         cp = self.cp
@@ -706,6 +737,7 @@ class Pipeline:
         cp = self.cp
         cp.pushed_sha = self.cache.push(self.worktree, credentials=self.spec.credentials)
         self._save()
+        self.reporter.branch_pushed(cp.branch, cp.pushed_sha)
 
     def _write_prd(self) -> None:
         cp = self.cp

@@ -11,6 +11,7 @@ from worker.state import (
     AttemptOutcome,
     AttemptRecord,
     RunResult,
+    RunStep,
     StoryRecord,
     StoryState,
     TestCheck,
@@ -35,9 +36,18 @@ STATE_ORDER = (
 
 
 class Reporter(Protocol):
-    """Receives a run's progress; GitHub and the console are two implementations."""
+    """Receives a run's progress; GitHub and the console are two implementations.
+
+    Every run that starts ends with exactly one of `run_finished` (a result: ready, draft,
+    cancelled, budget or iterations spent) or `run_failed` (the step it stopped at and a
+    redacted message, with the exception's class name so a reporter can tell a configuration
+    error from a fault). The engine delivers events in order from a thread of its own
+    (worker.background_reporter), so an implementation may be slow or raise: it is retried.
+    """
 
     def run_started(self, run_id: str, source: str, branch: str) -> None: ...
+
+    def step_started(self, step: RunStep) -> None: ...
 
     def plan_ready(self, stories: Sequence[StoryRecord]) -> None: ...
 
@@ -45,13 +55,20 @@ class Reporter(Protocol):
 
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None: ...
 
+    def branch_pushed(self, branch: str, sha: str) -> None: ...
+
     def run_finished(self, result: RunResult) -> None: ...
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None: ...
 
 
 class NullReporter:
     """Reports nowhere (jobs that only need the result, benchmarks)."""
 
     def run_started(self, run_id: str, source: str, branch: str) -> None:
+        pass
+
+    def step_started(self, step: RunStep) -> None:
         pass
 
     def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
@@ -63,7 +80,13 @@ class NullReporter:
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
         pass
 
+    def branch_pushed(self, branch: str, sha: str) -> None:
+        pass
+
     def run_finished(self, result: RunResult) -> None:
+        pass
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
         pass
 
 
@@ -78,6 +101,15 @@ class ConsoleReporter:
 
     def run_started(self, run_id: str, source: str, branch: str) -> None:
         self._say(f"reqdrive run {run_id}: {source} → {branch}")
+
+    def step_started(self, step: RunStep) -> None:
+        pass  # the console shows the plan and the stories themselves, not each step
+
+    def branch_pushed(self, branch: str, sha: str) -> None:
+        self._say(f"  pushed {branch} at {sha[:12]}")
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
+        self._say(f"failed at the {step} step: {message}")
 
     def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
         self._say(f"plan: {len(stories)} stories")

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from bot.exceptions import ConfigurationError
 from bot.logs import configure_from
@@ -24,10 +25,13 @@ from bot.startup import (
 # web process) and by `reqdrive up`; switching servers is a change to this one line. granian's
 # Rust HTTP front end answered the intake bench 3-4x faster than any gunicorn worker model
 # (bench/README.md); one worker process per core, WEB_CONCURRENCY to override.
+# The server's own log lines go through bot/logs.py's formatter too (server_logging.json).
 WEB_SERVER = (
     "granian", "--interface", "wsgi", "--workers", "{workers}", "--host", "{host}",
-    "--port", "{port}", "--no-access-log", "--factory", "bot.app:create_app",
+    "--port", "{port}", "--no-access-log", "--log-config", "{log_config}",
+    "--factory", "bot.app:create_app",
 )  # fmt: skip
+SERVER_LOG_CONFIG = Path(__file__).with_name("server_logging.json")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3000
@@ -109,7 +113,8 @@ def web_server_argv(host: str, port: int) -> list[str]:
     """The web server's command line, run by this interpreter so the venv is always used."""
     module, *args = WEB_SERVER
     workers = web_concurrency()
-    argv = (a.format(host=host, port=port, workers=workers) for a in args)
+    values = {"host": host, "port": port, "workers": workers, "log_config": SERVER_LOG_CONFIG}
+    argv = (a.format(**values) for a in args)
     return [sys.executable, "-m", module, *argv]
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from rq import get_current_job
 
-from bot.settings import Settings
+from bot.settings import Settings, load_settings
 from worker.redact import Redactor
 
 # The attributes every LogRecord has; anything else on a record came from `extra=`.
@@ -127,6 +127,14 @@ def configure_from(settings: Settings, stream: IO[str] | None = None) -> str:
         stream,
         secrets=service_secrets(settings),
     )
+
+
+def server_formatter() -> logging.Formatter:
+    """The web server's own lines (granian's `--log-config`) in the same format as ours."""
+    settings = load_settings()
+    redactor = Redactor(service_secrets(settings))
+    chosen = settings.reqdrive_log_format or ("text" if sys.stderr.isatty() else "json")
+    return TextFormatter(redactor) if chosen == "text" else JsonFormatter(redactor)
 
 
 def service_secrets(settings: Settings) -> list[str]:

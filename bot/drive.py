@@ -138,8 +138,13 @@ def execute(
 
 def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
     settings = rt.settings
-    token = rt.app.auth.token(record.installation_id, record.repo, RUN_PERMISSIONS)
-    secrets = [token]
+
+    def credentials() -> GitCredentials:
+        # Cached by auth until shortly before it expires, so each push gets a live token.
+        return GitCredentials(rt.app.auth.token(record.installation_id, record.repo,
+                                                RUN_PERMISSIONS))  # fmt: skip
+
+    secrets = [credentials().token]  # fails here, before any work, when no token is granted
     for secret in (settings.github_webhook_secret, settings.github_private_key):
         if secret is not None:
             secrets.append(secret.get_secret_value())
@@ -153,7 +158,7 @@ def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
         base_ref=record.base_branch,
         agent_command=settings.reqdrive_agent_command,
         gate_path=settings.reqdrive_gate_path,
-        credentials=GitCredentials(token),
+        credentials=credentials,
         secrets=tuple(secrets),
         sandbox=sandbox_for(
             settings.reqdrive_sandbox, readonly_paths(settings.reqdrive_sandbox_readonly)

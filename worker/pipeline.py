@@ -73,7 +73,14 @@ from worker.tampering import (
     restore_paths,
     rewritten_tests,
 )
-from worker.workspace import GitCredentials, RepositoryCache, Worktree, head_sha, run_git
+from worker.workspace import (
+    CredentialsProvider,
+    GitCredentials,
+    RepositoryCache,
+    Worktree,
+    head_sha,
+    run_git,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +112,8 @@ class RunSpec:
     base_ref: str | None = None
     agent_runner: str | None = None  # overrides the repository's agent.runner
     agent_command: str | None = None  # the command runner's template
-    credentials: GitCredentials | None = None
+    # Fresh credentials before every fetch and push (None: the remote needs none).
+    credentials: CredentialsProvider | None = None
     secrets: tuple[str, ...] = ()
     source_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     # PATH for the gates (the operator's interpreter and tools first); default source_env's.
@@ -133,9 +141,6 @@ class Pipeline:
         self.checkpoints = checkpoints
         self.cancel = cancel or threading.Event()
         self.redactor = Redactor(spec.secrets)
-        if spec.credentials is not None:
-            for secret in spec.credentials.secrets():
-                self.redactor.add_secret(secret)
         self.folder = RunFolder(spec.work_dir / "runs" / spec.run_id, self.redactor)
         self.cache = RepositoryCache(spec.work_dir / "cache")
         self.home = spec.work_dir / "homes" / spec.run_id
@@ -231,6 +236,15 @@ class Pipeline:
         self._write_run_json()
         self.reporter.step_started(step)
 
+    def _credentials(self) -> GitCredentials | None:
+        """Fresh credentials from the provider; the redactor learns every value it hands out."""
+        if self.spec.credentials is None:
+            return None
+        credentials = self.spec.credentials()
+        for secret in credentials.secrets():
+            self.redactor.add_secret(secret)
+        return credentials
+
     def _fail(self, error: Exception) -> None:
         log.warning("run failed", extra={"run_id": self.spec.run_id, "step": str(self.step)})
         message = self._message(error)
@@ -287,7 +301,7 @@ class Pipeline:
             branch=cp.branch if cp else f"reqdrive/{spec.requirement.slug}",
             base_ref=cp.base_ref if cp else spec.base_ref,
             run_id=spec.run_id,
-            credentials=spec.credentials,
+            credentials=self._credentials(),
         )
         self.worktree = worktree
         if cp is None:
@@ -735,7 +749,7 @@ class Pipeline:
 
     def _push(self) -> None:
         cp = self.cp
-        cp.pushed_sha = self.cache.push(self.worktree, credentials=self.spec.credentials)
+        cp.pushed_sha = self.cache.push(self.worktree, credentials=self._credentials())
         self._save()
         self.reporter.branch_pushed(cp.branch, cp.pushed_sha)
 

@@ -113,6 +113,10 @@ class GitCredentials:
         return (self.token, self.basic_auth())
 
 
+# Asked before every fetch and push: an installation token lasts an hour, a run may take six.
+CredentialsProvider = Callable[[], GitCredentials]
+
+
 @dataclass(frozen=True)
 class Worktree:
     """A run's checkout: its own folder on its own branch, sharing the mirror's objects."""

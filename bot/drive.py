@@ -121,7 +121,8 @@ def execute(
             return pipeline.run()
         except Exception as error:
             log.exception("run failed", extra={"run_id": record.run_id})
-            record_run(rt.conn, "failed")
+            if "pipeline" not in locals():  # a pipeline reports (and counts) its own failure
+                record_run(rt.conn, "failed")
             step = getattr(pipeline, "step", "start") if "pipeline" in locals() else "start"
             conclusion = Outcome.ACTION_REQUIRED if isinstance(error, RepoConfigError) else (
                 Outcome.FAILURE)  # fmt: skip

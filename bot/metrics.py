@@ -28,6 +28,7 @@ from rq.registry import (
     StartedJobRegistry,
 )
 
+from worker.reporting import Reporter
 from worker.state import AttemptRecord, RunResult, RunStep, StoryRecord
 
 log = logging.getLogger(__name__)
@@ -96,10 +97,15 @@ class CountingEndpoint:
 
 
 class MeteredReporter:
-    """A Reporter that counts story attempts, agent time and cost, and runs, then passes each
-    event on; a Redis failure loses a count, never the run."""
+    """A Reporter that passes each event on, then counts story attempts, agent time and cost,
+    and how runs end.
 
-    def __init__(self, inner: Any, connection: redis.Redis) -> None:
+    The engine retries an event whose reporter raised (worker/background_reporter.py), so the
+    count comes after the inner reporter took the event: a retried event is counted once. A
+    Redis failure loses a count, never the run.
+    """
+
+    def __init__(self, inner: Reporter, connection: redis.Redis) -> None:
         self._inner = inner
         self._connection = connection
 
@@ -109,12 +115,6 @@ class MeteredReporter:
     def step_started(self, step: RunStep) -> None:
         self._inner.step_started(step)
 
-    def branch_pushed(self, branch: str, sha: str) -> None:
-        self._inner.branch_pushed(branch, sha)
-
-    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
-        self._inner.run_failed(step, message, error_type=error_type)
-
     def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
         self._inner.plan_ready(stories)
 
@@ -122,12 +122,19 @@ class MeteredReporter:
         self._inner.story_started(story, attempt, iteration)
 
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
-        record_attempt(self._connection, attempt)
         self._inner.story_finished(story, attempt)
+        record_attempt(self._connection, attempt)
+
+    def branch_pushed(self, branch: str, sha: str) -> None:
+        self._inner.branch_pushed(branch, sha)
 
     def run_finished(self, result: RunResult) -> None:
-        record_run(self._connection, "ready" if result.ready else "draft")
         self._inner.run_finished(result)
+        record_run(self._connection, "ready" if result.ready else "draft")
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
+        self._inner.run_failed(step, message, error_type=error_type)
+        record_run(self._connection, "failed")
 
 
 def record_attempt(connection: redis.Redis, attempt: AttemptRecord) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,7 +13,7 @@ from bot.settings import load_settings
 from tests.support import webhooks
 from tests.support.ports import closed_port
 from worker.reporting import NullReporter
-from worker.state import AttemptOutcome, AttemptRecord, RunResult, StoryRecord
+from worker.state import AttemptOutcome, AttemptRecord, RunResult, RunStep, StoryRecord
 
 
 def _client(redis_url: str) -> FlaskClient:
@@ -72,6 +73,35 @@ class Recording(NullReporter):
     def run_finished(self, result: RunResult) -> None:
         self.events.append(f"run ready={result.ready}")
 
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
+        self.events.append(f"run failed at {step}")
+
+
+class FailsOnce(NullReporter):
+    """A reporter whose first story_finished raises, as GitHub being away would."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            raise ConnectionError("GitHub away")
+
+
+def test_an_event_the_engine_retries_is_counted_once(
+    redis_url: str, redis_conn: redis.Redis
+) -> None:
+    reporter = MeteredReporter(FailsOnce(), redis_conn)
+    story = StoryRecord(id="US-001", title="t", priority=1, acceptance_criteria=[])
+    attempt = AttemptRecord(iteration=1, attempt=1, outcome=AttemptOutcome.PASSED, duration_s=3)
+    with pytest.raises(ConnectionError):
+        reporter.story_finished(story, attempt)
+    reporter.story_finished(story, attempt)  # the background reporter's retry
+    samples = _samples(_client(redis_url))
+    assert samples["reqdrive_story_attempts_total", (("outcome", "passed"),)] == 1.0
+    assert samples["reqdrive_agent_seconds_total", ()] == 3.0
+
 
 def test_runs_attempts_agent_time_and_cost_come_from_the_worker(
     redis_url: str, redis_conn: redis.Redis
@@ -88,7 +118,8 @@ def test_runs_attempts_agent_time_and_cost_come_from_the_worker(
         )
         reporter.story_finished(story, attempt)
     reporter.run_finished(RunResult.model_construct(ready=False))
-    record_run(redis_conn, "failed")
+    reporter.run_failed(RunStep.VERIFY, "gates could not start", error_type="OSError")
+    record_run(redis_conn, "failed")  # a job that failed before its pipeline existed
 
     samples = _samples(_client(redis_url))
     assert samples["reqdrive_story_attempts_total", (("outcome", "gates failed"),)] == 1.0
@@ -96,9 +127,14 @@ def test_runs_attempts_agent_time_and_cost_come_from_the_worker(
     assert samples["reqdrive_agent_seconds_total", ()] == 42.5
     assert samples["reqdrive_agent_cost_usd_total", ()] == 0.25
     assert samples["reqdrive_runs_total", (("outcome", "draft"),)] == 1.0
-    assert samples["reqdrive_runs_total", (("outcome", "failed"),)] == 1.0
+    assert samples["reqdrive_runs_total", (("outcome", "failed"),)] == 2.0
     # Every event still reached the reporter it wraps.
-    assert inner.events == ["story US-001 gates failed", "story US-001 passed", "run ready=False"]
+    assert inner.events == [
+        "story US-001 gates failed",
+        "story US-001 passed",
+        "run ready=False",
+        "run failed at verify",
+    ]
 
 
 def test_without_redis_metrics_is_a_503_and_counts_wait_for_it() -> None:

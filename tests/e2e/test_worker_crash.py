@@ -106,6 +106,9 @@ def test_a_killed_workers_run_is_resumed_by_another_worker_within_two_minutes(
         "REQDRIVE_AGENT_COMMAND": project.agent_command(scenario),
         "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
         "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
+        # The scripted agent lives in this checkout and reads a scenario from tmp_path; this
+        # test is about recovery (containment is tests/integration/test_pipeline_sandbox.py).
+        "REQDRIVE_SANDBOX": "off",
     }
     request = RunRequest(
         kind=JobKind.RUN,

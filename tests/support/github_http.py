@@ -13,6 +13,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ class Call:
     query: dict[str, list[str]]
     body: Any
     status: int | None
+    at: float = field(default_factory=time.time)  # when it arrived (bench/)
 
 
 class FakeGitHub:
@@ -224,7 +226,6 @@ class FakeGitHub:
         name = re.search(r"(markPullRequestReadyForReview|convertPullRequestToDraft)", query)
         assert name is not None, query
         pull["draft"] = name.group(1) == "convertPullRequestToDraft"
-        self.calls.append(Call("POST", "/api/graphql", {}, body, 200))
         return 200, {
             "data": {
                 name.group(1): {"clientMutationId": None, "pullRequest": {"isDraft": pull["draft"]}}

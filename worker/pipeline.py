@@ -65,6 +65,7 @@ from worker.state import (
     StopReason,
     StoryRecord,
     StoryState,
+    check_retry,
 )
 from worker.tampering import (
     changed_files,
@@ -120,6 +121,10 @@ class RunSpec:
     gate_path: str | None = None
     # Where agent calls and gates run (REQDRIVE_SANDBOX); None runs them unconfined.
     sandbox: Sandbox | None = None
+    # Stories to run again from the existing checkpoint (attempts reset, branch kept), and
+    # whether every story that ended without passing is run again too.
+    retry: tuple[str, ...] = ()
+    retry_failed: bool = False
 
 
 class Pipeline:
@@ -192,7 +197,10 @@ class Pipeline:
 
     def _locked_run(self) -> RunResult:
         try:
-            self.checkpoint = self.checkpoints.load(self.spec.run_id)
+            checkpoint = self.checkpoints.load(self.spec.run_id)
+            if self.spec.retry or self.spec.retry_failed:  # a bad request leaves the run as it was
+                check_retry(checkpoint, self.spec.run_id, self.spec.retry)
+            self.checkpoint = checkpoint
             self.step = RunStep.WORKSPACE
             result = self._run()
             # The pushed branch is the record now; the worktree would only hold the branch
@@ -312,7 +320,18 @@ class Pipeline:
             if reconcile(worktree.path, cp):
                 self._push()
             self._reverify(cp)
+            self._retry(cp)
         return worktree
+
+    def _retry(self, cp: Checkpoint) -> None:
+        reset = cp.retry(self.spec.retry, failed=self.spec.retry_failed)
+        if not reset:
+            return
+        log.info("stories retried", extra={"run_id": cp.run_id, "stories": reset})
+        self.folder.append_progress(
+            "retry: " + ", ".join(reset) + " pending again (earlier attempts kept, not counted)"
+        )
+        self.checkpoints.save(cp)
 
     def _reverify(self, cp: Checkpoint) -> None:
         """Stories the checkpoint calls done without their commit on the branch are done again."""
@@ -516,7 +535,7 @@ class Pipeline:
                 if all(s.state is StoryState.PASSED for s in cp.stories):
                     return StopReason.ALL_STORIES_PASSED
                 return StopReason.STORIES_SETTLED
-            if cp.iteration >= self.config.max_iterations:
+            if cp.iteration - cp.retry_from >= self.config.max_iterations:
                 return StopReason.MAX_ITERATIONS
             budget = self.config.budget_usd
             if budget is not None and cp.cost_usd >= budget:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, Field
 
+from worker.exceptions import ResumeError
 from worker.gates import GateResult
 
 if TYPE_CHECKING:
@@ -123,6 +125,8 @@ class StoryRecord(BaseModel):
     tests: list[str] = Field(default_factory=list)  # test ids the plan gave it to make pass
     state: StoryState = StoryState.PENDING
     attempts: list[AttemptRecord] = Field(default_factory=list)
+    # Attempts before a retry asked for it again: kept for the record, no longer counted.
+    earlier_attempts: list[AttemptRecord] = Field(default_factory=list)
     commit: str | None = None
 
     @property
@@ -155,6 +159,8 @@ class Checkpoint(BaseModel):
     head_sha: str
     pushed_sha: str | None = None
     iteration: int = 0
+    # The iteration a retry started from: maxIterations counts from here.
+    retry_from: int = 0
     plan_attempts: int = 0
     prd: dict[str, object] | None = None
     stories: list[StoryRecord] = Field(default_factory=list)
@@ -173,6 +179,43 @@ class Checkpoint(BaseModel):
 
     def stories_in(self, *states: StoryState) -> list[StoryRecord]:
         return [s for s in self.stories if s.state in states]
+
+    def retry(self, story_ids: Sequence[str], *, failed: bool = False) -> list[str]:
+        """Make stories pending again with no attempts counted: the named ones, and with
+        `failed` every story that ended without passing. Returns the ids reset.
+
+        A story already pending is left as it is, so a retried run that is itself resumed
+        goes on with the attempts it made. The plan, the branch and other stories are kept.
+        """
+        check_retry(self, self.run_id, story_ids)
+        wanted = set(story_ids)
+        reset = []
+        for story in self.stories:
+            asked = story.id in wanted or (failed and story.state in SETTLED_UNPASSED)
+            if asked and story.state is not StoryState.PENDING:
+                story.earlier_attempts += story.attempts
+                story.state, story.attempts, story.commit = StoryState.PENDING, [], None
+                reset.append(story.id)
+        if reset:
+            self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
+        return reset
+
+
+def check_retry(checkpoint: Checkpoint | None, run_id: str, story_ids: Sequence[str]) -> None:
+    """Refuse a retry of a run never started or of stories its plan does not have."""
+    if checkpoint is None:
+        raise ResumeError(f"nothing to retry: run {run_id} has no checkpoint; start it first")
+    known = [s.id for s in checkpoint.stories]
+    unknown = [i for i in story_ids if i not in known]
+    if unknown:
+        raise ResumeError(
+            f"cannot retry {', '.join(unknown)}: the plan has "
+            + (", ".join(known) if known else "no stories yet")
+        )
+
+
+# Stories that ended without passing: what "retry every failed story" runs again.
+SETTLED_UNPASSED = (StoryState.FAILED, StoryState.UNVERIFIED, StoryState.NEEDS_REVIEW)
 
 
 class CheckpointStore(Protocol):

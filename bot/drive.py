@@ -20,7 +20,7 @@ from bot.runtime import Runtime
 from worker.exceptions import RepoConfigError
 from worker.pipeline import Pipeline, Requirement, RunSpec
 from worker.sandbox import readonly_paths, sandbox_for
-from worker.state import RunResult, RunStatus, StoryState
+from worker.state import RunResult
 from worker.workspace import GitCredentials
 
 log = logging.getLogger(__name__)
@@ -72,19 +72,15 @@ class Monitor(threading.Thread):
 
 def reset_stories(rt: Runtime, run_id: str, story_ids: Sequence[str] | None) -> list[str]:
     """Make stories runnable again (attempts reset; the plan, branch and other stories kept):
-    the named ones, or every story that did not pass. Returns the ids reset."""
+    the named ones, or every story that ended without passing. Returns the ids reset."""
     cp = rt.checkpoints.load(run_id)
     if cp is None:
         return []
-    wanted = set(story_ids or [])
-    reset = []
-    for story in cp.stories:
-        if (story.id in wanted) if wanted else story.state is not StoryState.PASSED:
-            story.state, story.attempts, story.commit = StoryState.PENDING, [], None
-            reset.append(story.id)
+    known = {s.id for s in cp.stories}
+    if story_ids and not all(i in known for i in story_ids):
+        return []
+    reset = cp.retry(list(story_ids or ()), failed=not story_ids)
     if reset:
-        cp.stop_reason, cp.status = None, RunStatus.RUNNING
-        cp.iteration = min(cp.iteration, len(cp.stories))
         rt.checkpoints.save(cp)
     return reset
 

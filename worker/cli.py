@@ -28,6 +28,7 @@ from worker.exceptions import (
 from worker.pipeline import Pipeline, Requirement, RunSpec
 from worker.redact import Redactor
 from worker.reporting import ConsoleReporter
+from worker.run_ids import check_run_id
 from worker.sandbox import Sandbox, SandboxMode, make_sandbox, readonly_paths
 from worker.state import FileCheckpointStore, StopReason
 from worker.workspace import run_git, slugify
@@ -136,6 +137,8 @@ def _exit_code(error: ReqdriveError) -> ExitCode:
 
 
 def _spec(args: argparse.Namespace) -> RunSpec:
+    if args.run_id is not None:
+        check_run_id(args.run_id)  # before anything is written under the work dir
     root = _repo_root(Path.cwd())
     requirement = _requirement(args.requirement, root)
     base = args.base or _current_branch(root)

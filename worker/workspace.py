@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from worker.exceptions import GitError, WorkspaceError
 from worker.redact import REDACTED, Redactor
+from worker.run_ids import check_run_id
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,6 @@ REPOSITORY_VARIABLES = frozenset(
     }
 )
 
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SLUG_SEPARATOR_RE = re.compile(r"[^a-z0-9]+")
 MIRROR_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 SYMREF_RE = re.compile(r"^ref: refs/heads/(\S+)\tHEAD$", re.MULTILINE)
@@ -344,7 +344,7 @@ class RepositoryCache:
     ) -> Worktree:
         """Fetch the mirror (creating it once) and give the run its worktree on `branch`."""
         _check_remote_url(remote_url)
-        _check_run_id(run_id)
+        check_run_id(run_id)
         self._check_branch(branch)
         mirror = self.mirror_path(remote_url)
         path = self.worktrees_dir / run_id
@@ -760,11 +760,6 @@ def _check_remote_url(remote_url: str) -> None:
         raise WorkspaceError("credentials must not be part of the remote URL")
     if not remote_url or remote_url.startswith("-") or not remote_url.isprintable():
         raise WorkspaceError(f"{remote_url!r} is not a repository URL")
-
-
-def _check_run_id(run_id: str) -> None:
-    if not RUN_ID_RE.match(run_id) or ".." in run_id:
-        raise WorkspaceError(f"{run_id!r} is not a valid run id")
 
 
 def _write_config(mirror: Path, remote_url: str) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.processes import running
 from worker import workspace
-from worker.exceptions import GitError, WorkspaceError
+from worker.exceptions import GitError, PreflightError, WorkspaceError
 from worker.workspace import (
     GitCredentials,
     RepositoryCache,
@@ -351,7 +351,8 @@ def test_unsafe_names_are_refused(
 ) -> None:
     options = {"run_id": "run-1", field: value}
     run_id = options.pop("run_id")
-    with pytest.raises(WorkspaceError, match=message):
+    # A run id is refused by the one rule all commands share (a preflight error).
+    with pytest.raises((WorkspaceError, PreflightError), match=message):
         prepare(cache, remote, run_id, **options)
     assert not (cache.worktrees_dir / "escape").exists()
 

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from worker.exceptions import PrdError
 
@@ -16,6 +25,56 @@ MAX_STORIES = 8
 # A story id: ASCII letters and digits, inner ".", "_", "-"; at most 40 characters.
 STORY_ID_RE = re.compile(r"\A[A-Za-z0-9](?:[A-Za-z0-9._-]{0,38}[A-Za-z0-9])?\Z", re.ASCII)
 PRD_VERSION = "1"
+# A plan is a few KiB. Bounded before parsing: json.loads of a file nested 100,000 deep
+# raises RecursionError, and every field below reaches prompts, commits and the PR body.
+MAX_PRD_BYTES = 1024 * 1024
+MAX_JSON_DEPTH = 32
+MAX_TITLE_CHARS = 200
+MAX_TEXT_CHARS = 10_000  # a description, a note
+MAX_CRITERION_CHARS = 1_000
+MAX_CRITERIA = 50
+MAX_TEST_ID_CHARS = 1_000
+STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+NOT_A_BRACKET_RE = re.compile(r"[^\[\]{}]+")
+# Invisible characters that reorder what a reviewer sees ("Trojan Source"), refused with the
+# control characters wherever a line of agent text is shown.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+LINE_BREAKS = frozenset("\n\r\t")
+
+
+def _control_in(value: str, allowed: frozenset[str]) -> str | None:
+    for ch in value:
+        if ch in allowed:
+            continue
+        if unicodedata.category(ch) == "Cc" or ch in BIDI_CONTROLS:
+            return ch
+    return None
+
+
+def _one_line(value: str) -> str:
+    # A NUL reached `git commit -m` and ended the run in a traceback; a newline in a title
+    # splits the commit subject.
+    found = _control_in(value, frozenset())
+    if found is not None:
+        raise ValueError(f"must be one line without control characters (found {found!a})")
+    return value
+
+
+def _text(value: str) -> str:
+    found = _control_in(value, LINE_BREAKS)
+    if found is not None:
+        raise ValueError(f"must not contain control characters (found {found!a})")
+    return value
+
+
+Title = Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS), AfterValidator(_one_line)]
+Text = Annotated[str, Field(max_length=MAX_TEXT_CHARS), AfterValidator(_text)]
+Criterion = Annotated[
+    str, Field(min_length=1, max_length=MAX_CRITERION_CHARS), AfterValidator(_text)
+]
+TestId = Annotated[
+    str, Field(min_length=1, max_length=MAX_TEST_ID_CHARS), AfterValidator(_one_line)
+]
 
 
 class Story(BaseModel):
@@ -24,16 +83,18 @@ class Story(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
 
     id: str = Field(min_length=1, max_length=40)
-    title: str = Field(min_length=1, max_length=200)
-    description: str = ""
-    acceptance_criteria: list[str] = Field(alias="acceptanceCriteria", min_length=1)
+    title: Title
+    description: Text = ""
+    acceptance_criteria: list[Criterion] = Field(
+        alias="acceptanceCriteria", min_length=1, max_length=MAX_CRITERIA
+    )
     priority: StrictInt
     passes: bool = False
     attempts: int = 0
-    notes: str = ""
+    notes: Text = ""
     # Ids of the base commit's failing tests this story must make pass (the worker checks
     # that each exists); the story may add tests of its own besides.
-    tests: list[str] = Field(default_factory=list, max_length=500)
+    tests: list[TestId] = Field(default_factory=list, max_length=500)
 
     @field_validator("id")
     @classmethod
@@ -52,9 +113,11 @@ class Prd(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
 
-    version: str = PRD_VERSION
-    project: str = ""
-    source_req: str = Field(default="", alias="sourceReq")
+    version: Annotated[str, Field(max_length=40), AfterValidator(_one_line)] = PRD_VERSION
+    project: Annotated[str, Field(max_length=MAX_TITLE_CHARS), AfterValidator(_one_line)] = ""
+    source_req: Annotated[str, Field(max_length=MAX_CRITERION_CHARS), AfterValidator(_text)] = (
+        Field(default="", alias="sourceReq")
+    )
     user_stories: list[Story] = Field(alias="userStories")
 
     def to_json(self) -> dict[str, Any]:
@@ -69,6 +132,7 @@ class Prd(BaseModel):
 
 def parse_prd(text: str) -> Prd:
     """Validate an agent-written prd.json and reset the fields the worker owns."""
+    _check_shape(text)
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -83,6 +147,25 @@ def parse_prd(text: str) -> Prd:
     # Whatever the agent wrote, nothing has passed and nothing has been tried yet.
     fresh = [s.model_copy(update={"passes": False, "attempts": 0}) for s in prd.user_stories]
     return prd.model_copy(update={"user_stories": fresh})
+
+
+def _check_shape(text: str) -> None:
+    """Size and nesting, before the parser sees the text."""
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_PRD_BYTES:
+        raise PrdError(
+            f"prd.json is {size} bytes; a plan must stay under {MAX_PRD_BYTES} bytes "
+            "(keep descriptions and notes short)"
+        )
+    depth = deepest = 0
+    for bracket in NOT_A_BRACKET_RE.sub("", STRING_RE.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    if deepest > MAX_JSON_DEPTH:
+        raise PrdError(
+            f"prd.json is nested {deepest} levels deep; a plan needs at most {MAX_JSON_DEPTH} "
+            "(userStories is a list of flat story objects)"
+        )
 
 
 def _check_stories(stories: Sequence[Story]) -> None:

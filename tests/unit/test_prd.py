@@ -84,3 +84,49 @@ def test_passed_settled_and_exhausted_stories_are_never_chosen() -> None:
     chosen = select_next_story(stories, max_story_retries=3, settled={"US-003"})
     assert chosen is not None and chosen.id == "US-004"
     assert select_next_story(stories[:3], max_story_retries=3, settled={"US-003"}) is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "title",
+            "Export\x00CSV",
+            r"userStories\[0\].title: .*control characters \(found '\\x00'\)",
+        ),
+        ("title", "Export\nCSV", r"userStories\[0\].title: value error, must be one line"),
+        ("title", "Export \u202eVSC", r"userStories\[0\].title: .*'\\u202e'"),
+        ("id", "US-1\x00", r"userStories\[0\].id"),
+        ("acceptanceCriteria", ["ok\x1b[31m"], r"acceptanceCriteria\[0\]: .*'\\x1b'"),
+        ("description", "x" * 10_001, r"description: string should have at most 10000"),
+        ("notes", "x" * 10_001, r"notes: string should have at most 10000"),
+        ("acceptanceCriteria", ["x" * 1_001], r"acceptanceCriteria\[0\]: string should have"),
+        ("acceptanceCriteria", ["x"] * 51, r"acceptanceCriteria: list should have at most 50"),
+    ],
+)
+def test_control_characters_and_oversized_fields_are_refused_naming_the_field(
+    field: str, value: object, message: str
+) -> None:
+    with pytest.raises(PrdError, match=message):
+        parse_prd(prd_text([{**story("US-1"), field: value}]))
+
+
+def test_line_breaks_and_tabs_are_fine_where_text_spans_lines() -> None:
+    prd = parse_prd(prd_text([story("US-1", description="a\nb\tc", notes="x\r\ny")]))
+    assert prd.user_stories[0].description == "a\nb\tc"
+
+
+def test_a_plan_nested_100000_deep_is_refused_before_parsing() -> None:
+    with pytest.raises(PrdError, match="nested 100000 levels deep; a plan needs at most 32"):
+        parse_prd("[" * 100_000 + "]" * 100_000)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    text = json.dumps({"project": "[[[[{{{{" * 10 + '\\"[', "userStories": [story("US-1")]})
+    assert parse_prd(text).project.startswith("[[[[")
+
+
+def test_a_ten_megabyte_plan_is_refused_naming_the_limit() -> None:
+    text = prd_text([story("US-1", description="x" * 10_000_000)])
+    with pytest.raises(PrdError, match=r"prd.json is \d+ bytes; a plan must stay under 1048576"):
+        parse_prd(text)

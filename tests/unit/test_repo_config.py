@@ -11,6 +11,7 @@ from worker.exceptions import RepoConfigError
 from worker.repo_config import (
     GatesMode,
     RepoConfig,
+    check_repo_config,
     matches_any,
     parse_repo_config,
     read_repo_config,
@@ -147,3 +148,65 @@ def test_without_a_configuration_file_the_defaults_apply(tmp_path: Path) -> None
     git(tmp_path, "add", "-A")
     git(tmp_path, "commit", "-qm", "init")
     assert read_repo_config(tmp_path, git(tmp_path, "rev-parse", "HEAD")) == (RepoConfig(), None)
+
+
+@pytest.mark.parametrize(
+    ("text", "filename", "message"),
+    [
+        (
+            "testCommand: a\nlintCommand: l\ntestCommand: b\n",
+            "r.yml",
+            "key 'testCommand' appears twice (lines 1 and 3)",
+        ),
+        ("agent:\n  model: a\n  model: b\n", "r.yml", "key 'model' appears twice (lines 2 and 3)"),
+        (
+            '{"testCommand": "a", "testCommand": "b"}',
+            "reqdrive.json",
+            "key 'testCommand' appears twice",
+        ),
+        (
+            "testCommand: pytest\ngates:\n  - {name: tests, command: 'true'}\n",
+            "r.yml",
+            "key 'gates[0].name': the gate name 'tests' is already used by 'testCommand'",
+        ),
+        (
+            "gates:\n  - {name: types, command: mypy}\n  - {name: types, command: 'true'}\n",
+            "r.yml",
+            "key 'gates[1].name': the gate name 'types' is already used by 'gates[0].name'",
+        ),
+    ],
+)
+def test_a_key_or_gate_name_given_twice_is_refused_naming_it(
+    text: str, filename: str, message: str
+) -> None:
+    with pytest.raises(RepoConfigError) as caught:
+        parse_repo_config(text, filename)
+    assert message in str(caught.value) and str(caught.value).startswith(f"{filename}: ")
+
+
+def test_a_yaml_merge_key_may_still_be_overridden() -> None:
+    text = "x: &d {a: 1}\n"  # anchors parse; the unknown key is the only complaint
+    assert check_repo_config(text, "r.yml")[1] == ["unknown key 'x' (remove it)"]
+    config = parse_repo_config("agent:\n  <<: {model: a}\n  model: b\n", "r.yml")
+    assert config.agent_model == "b"
+
+
+@pytest.mark.parametrize("key", ["prompts", "requirementsDir"])
+@pytest.mark.parametrize("value", ["../../etc", "/etc", "docs/../../x", ""])
+def test_folders_outside_the_repository_are_refused_naming_the_key(key: str, value: str) -> None:
+    with pytest.raises(RepoConfigError) as caught:
+        parse_repo_config(f"{key}: '{value}'\n", "r.yml")
+    assert f"key '{key}': value error, must be a folder inside the repository" in str(caught.value)
+
+
+def test_unknown_keys_suggest_the_nearest_known_one() -> None:
+    problems = check_repo_config("testComand: x\nagent: {modle: m}\n", "r.yml")[1]
+    assert "unknown key 'testComand' (did you mean 'testCommand'?)" in problems
+    assert "unknown key 'agent.modle' (did you mean 'model'?)" in problems
+
+
+def test_a_config_nested_without_bound_or_too_large_is_refused() -> None:
+    deep = "a: " + "[" * 5000 + "]" * 5000
+    assert check_repo_config(deep, "r.yml")[1] == ["cannot be parsed: it is nested too deeply"]
+    huge = "projectName: " + "x" * 300_000
+    assert "keep it under 262144" in check_repo_config(huge, "r.yml")[1][0]

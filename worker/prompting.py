@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import SandboxedEnvironment
 
 from worker.exceptions import RepoConfigError
+from worker.override_render import OverrideError, RenderLimits, render_override
 from worker.repo_config import read_file_at
 from worker.workspace import run_git
 
@@ -17,6 +17,7 @@ PROMPTS_DIR = Path(__file__).parent / "prompts"
 PLAN_TEMPLATE = "plan.md.j2"
 STORY_TEMPLATE = "story.md.j2"
 TEMPLATE_NAMES = (PLAN_TEMPLATE, STORY_TEMPLATE)
+DEFAULT_FOLDER = ".reqdrive/prompts"  # the `prompts` key's default
 _OPTIONS: dict[str, Any] = {
     "undefined": jinja2.StrictUndefined,
     "autoescape": False,  # prompts are Markdown for a model, not HTML
@@ -29,24 +30,32 @@ _OPTIONS: dict[str, Any] = {
 class PromptRenderer:
     """Renders a named prompt with plain values; values are never parsed as templates."""
 
-    def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        folder: str = DEFAULT_FOLDER,
+        limits: RenderLimits = RenderLimits(),  # noqa: B008 - frozen, shared safely
+    ) -> None:
         self._overrides = dict(overrides or {})
+        self._folder = folder.strip("/")
+        self._limits = limits
         self._builtin = jinja2.Environment(  # noqa: S701 (Markdown for a model, not HTML)
             loader=jinja2.FileSystemLoader(PROMPTS_DIR), **_OPTIONS
         )
-        # A repository's template is code from whoever can push to the base branch: it runs
-        # in the sandbox, which refuses attribute access that reaches Python internals.
-        self._sandbox = SandboxedEnvironment(loader=jinja2.DictLoader(self._overrides), **_OPTIONS)
 
     def render(self, name: str, **values: Any) -> str:
         if name not in self._overrides:
             return self._builtin.get_template(name).render(**values)
+        # A repository's template is code from whoever can push to the base branch: it runs
+        # in Jinja2's sandbox (no Python internals), in a child process bounded in CPU time,
+        # memory and output (no loop or allocation without end).
         try:
-            return self._sandbox.get_template(name).render(**values)
-        except jinja2.TemplateError as exc:
-            kind = type(exc).__name__
+            return render_override(self._overrides, name, values, self._limits)
+        except OverrideError as exc:
             raise RepoConfigError(
-                f"prompt override {name} cannot be rendered: {kind}: {exc}"
+                f"prompt override {self._folder}/{name} cannot be rendered: {exc}; fix it on "
+                "the base branch, or delete it to use the built-in prompt"
             ) from None
 
 

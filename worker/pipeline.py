@@ -19,6 +19,7 @@ from worker.background_reporter import BackgroundReporter
 from worker.delivery import run_result, write_delivery
 from worker.exceptions import RunCancelled
 from worker.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates
+from worker.inert_text import neutralize
 from worker.judging import (
     KEPT,
     MISSING,
@@ -51,6 +52,7 @@ from worker.run_folder import (
     RUN_JSON,
     RunFolder,
 )
+from worker.run_ids import check_run_id
 from worker.sandbox import Sandbox
 from worker.scope import collect_changes, has_staged_changes, restore_tree
 from worker.secret_scan import SecretScanner
@@ -125,6 +127,10 @@ class RunSpec:
     # whether every story that ended without passing is run again too.
     retry: tuple[str, ...] = ()
     retry_failed: bool = False
+
+    def __post_init__(self) -> None:
+        # The run id names folders under the work dir: refused before any of them is made.
+        check_run_id(self.run_id)
 
 
 class Pipeline:
@@ -373,7 +379,8 @@ class Pipeline:
         config, self.config_path = read_repo_config(self.worktree.path, cp.base_sha)
         self.config: RepoConfig = config
         self.renderer = PromptRenderer(
-            load_overrides(self.worktree.path, cp.base_sha, config.prompts)
+            load_overrides(self.worktree.path, cp.base_sha, config.prompts),
+            folder=config.prompts,
         )
         settings = AgentSettings(
             runner=self.spec.agent_runner
@@ -833,7 +840,8 @@ _OUTCOMES = {
 
 def _story_subject(record: StoryRecord) -> str:
     title = " ".join(record.title.split())  # one line: agent-written titles may hold newlines
-    return f"feat: [{record.id}] - {title}"
+    # Merged, a subject saying "Closes #2" would close issue 2: the agent's words stay inert.
+    return f"feat: [{record.id}] - {neutralize(title)}"
 
 
 def _progress_line(record: StoryRecord, attempt: AttemptRecord) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol, TextIO
 
 from worker.gates import GateResult
+from worker.inert_text import neutralize
 from worker.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -382,8 +383,10 @@ def _time_and_cost(result: RunResult) -> str:
 
 
 def _inline(text: str) -> str:
-    # Agent- and user-written text must not close our HTML comment marker or fake a new one.
-    return text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").replace("\n", " ").strip()
+    # Agent- and user-written text must not close our HTML comment marker or fake a new one,
+    # close other issues on merge or ping people.
+    text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").replace("\n", " ")
+    return neutralize(text).strip()
 
 
 def _cell(text: str) -> str:

@@ -286,3 +286,17 @@ def test_one_story_and_a_text_requirement_read_as_english() -> None:
     )
     assert "**1 story: 1 passed** for the requirement given as text on" in body
     assert "1 stories" not in body and "`text`" not in body
+
+
+def test_agent_text_cannot_close_other_issues_or_ping_people() -> None:
+    hostile = story("US-001", StoryState.PASSED).model_copy(
+        update={
+            "title": "Export, closes #2",
+            "acceptance_criteria": ["Fixes octo/other#7 and tell @octocat"],
+        }
+    )
+    body = render_pr_body(result(stories=[hostile], project="Resolves #3"), closes_issue=12)
+    closing = re.findall(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+\S*#\d+", body, re.I)
+    assert closing == ["Closes #12"]  # reqdrive's own, for the triggering issue, and no other
+    assert not re.search(r"(?<![\w`])@[A-Za-z0-9]", body)
+    assert "Export, c\u200dloses #2" in body  # still readable

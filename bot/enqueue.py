@@ -45,6 +45,8 @@ JOB_FUNCTIONS = {
     JobKind.CANCEL: "bot.jobs.cancel_run",
     JobKind.STATUS: "bot.jobs.report_status",
     JobKind.HELP: "bot.jobs.reply_help",
+    JobKind.CLOSE: "bot.jobs.close_run",
+    JobKind.UNINSTALL: "bot.jobs.drop_installation",
 }
 # Only runs share their requirement's job id and coalesce: the same label or push twice is
 # one run. A retry, plan or any other command is a person's request: one job per comment, so

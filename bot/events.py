@@ -78,6 +78,20 @@ class Issue(BaseModel):
         return self.pull_request is not None
 
 
+class BranchRef(BaseModel):
+    model_config = _PAYLOAD_CONFIG
+
+    ref: Name
+
+
+class PullRequest(BaseModel):
+    model_config = _PAYLOAD_CONFIG
+
+    number: Number
+    head: BranchRef
+    merged: bool | None = None
+
+
 class Comment(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
@@ -105,6 +119,7 @@ class Payload(BaseModel):
     installation: Installation | None = None
     label: Label | None = None
     issue: Issue | None = None
+    pull_request: PullRequest | None = None
     comment: Comment | None = None
     # push
     ref: Name | None = None

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
 from bot.drive import AlreadyRunning, execute, reset_stories
-from bot.github import RepoClient
+from bot.github import WRITES_KEY, RepoClient
 from bot.preflight import (
     Refusal,
     RepoContext,
@@ -78,6 +78,31 @@ def reply_help(**arguments: Any) -> dict[str, object]:
     return _job(JobKind.HELP, arguments, _help)
 
 
+def close_run(**arguments: Any) -> dict[str, object]:
+    """A reqdrive pull request was closed or merged: its run stops (what passed stays pushed)."""
+    return _job(JobKind.CLOSE, arguments, _close)
+
+
+def drop_installation(**arguments: Any) -> dict[str, object]:
+    """The App was uninstalled: its tokens are forgotten and its running runs stopped. No API
+    call: the installation's tokens stopped working with the uninstall."""
+    request = RunRequest.model_validate(arguments)
+    if request.kind is not JobKind.UNINSTALL or request.installation_id is None:
+        raise ValueError(f"a {request.kind} request reached the uninstall job")
+    rt = current()
+    dropped = rt.app.auth.drop_installation(request.installation_id)
+    stopped = []
+    for run_id in rt.records.active():
+        record = rt.records.load(run_id)
+        if record is not None and record.installation_id == request.installation_id:
+            rt.records.request_cancel(run_id)
+            stopped.append(run_id)
+    rt.conn.delete(WRITES_KEY.format(installation_id=request.installation_id))
+    log.info("installation dropped", extra={"installation_id": request.installation_id,
+                                            "runs": stopped})  # fmt: skip
+    return {"status": "dropped", "tokens": dropped, "runs_stopped": stopped}
+
+
 def resume_run(run_id: str) -> dict[str, object]:
     """Take over a run whose worker stopped beating (killed, machine gone), from its checkpoint."""
     rt = current()
@@ -104,11 +129,15 @@ PERMISSIONS = {JobKind.RUN: RUN_PERMISSIONS, JobKind.RETRY: RUN_PERMISSIONS,
                JobKind.PLAN: RUN_PERMISSIONS}  # fmt: skip
 
 
+# GitHub's own events, not requests by a person: a merge queue's bot may close a PR too.
+LIFECYCLE_KINDS = frozenset({JobKind.CLOSE, JobKind.UNINSTALL})
+
+
 def _job(kind: JobKind, arguments: dict[str, Any], handler: Handler) -> dict[str, object]:
     request = RunRequest.model_validate(arguments)
     if request.kind is not kind:
         raise ValueError(f"a {request.kind} request reached the {kind} job")
-    if is_bot(request.sender):
+    if is_bot(request.sender) and kind not in LIFECYCLE_KINDS:
         return {"status": "ignored: sent by a bot"}
     if request.installation_id is None:
         raise ValueError("a job needs the installation that sent the delivery")
@@ -128,7 +157,7 @@ def _job(kind: JobKind, arguments: dict[str, Any], handler: Handler) -> dict[str
 
 def _acknowledge(client: RepoClient, request: RunRequest) -> None:
     """👀 on what triggered the job, before anything slow: the person sees it was heard."""
-    if request.issue_number is None:
+    if request.issue_number is None or request.kind in LIFECYCLE_KINDS:
         return  # a push has no issue or comment to react on
     try:
         client.react(request.issue_number, request.comment_id, "eyes")
@@ -184,6 +213,14 @@ def _cancel(rt: Runtime, client: RepoClient, request: RunRequest) -> dict[str, o
         raise Refusal("No run of this requirement is going, so there is nothing to cancel.")
     rt.records.request_cancel(record.run_id)
     _reply(client, request, CANCELLING)
+    return {"status": "cancel requested", "run_id": record.run_id}
+
+
+def _close(rt: Runtime, client: RepoClient, request: RunRequest) -> dict[str, object]:
+    record = rt.records.for_branch(request.repo, request.branch or "")
+    if record is None or not rt.records.alive(record.run_id):
+        return {"status": "nothing running"}
+    rt.records.request_cancel(record.run_id)
     return {"status": "cancel requested", "run_id": record.run_id}
 
 

@@ -221,6 +221,8 @@ class GitHubReporter:
         if conclusion is None:  # a configuration the user must fix, or a fault
             config = error_type == RepoConfigError.__name__
             conclusion = Outcome.ACTION_REQUIRED if config else Outcome.FAILURE
+            if error_type == "JobTimeoutException":  # rq stopped the job at its timeout
+                conclusion = Outcome.TIMED_OUT
         if self.ended:
             return
         self.ended = True

@@ -14,6 +14,7 @@ from worker.requests import JobKind, RunRequest
 # requirementsDir is used here; a file directly in it, not in a subfolder.
 REQUIREMENT_PATH_RE = re.compile(r"\Adocs/requirements/REQ-[^/]+\.md\Z")
 BRANCH_REF_PREFIX = "refs/heads/"
+REQDRIVE_BRANCH_PREFIX = "reqdrive/"  # the branches reqdrive pushes and opens PRs from
 
 
 @dataclass(frozen=True)
@@ -89,20 +90,39 @@ def comment_created(event: Event, ctx: TriggerContext) -> list[Trigger]:
                      story_id=command.story_id, comment_id=p.comment.id)]  # fmt: skip
 
 
+def pull_request_closed(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """A reqdrive pull request closed or merged → stop its run, if one is going."""
+    pull = event.payload.pull_request
+    if pull is None or not pull.head.ref.startswith(REQDRIVE_BRANCH_PREFIX):
+        return []
+    return [_request(event, JobKind.CLOSE, issue_number=pull.number, branch=pull.head.ref)]
+
+
+def installation_deleted(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """The App uninstalled → drop that installation's tokens and stop its runs."""
+    installation = event.payload.installation
+    if installation is None:
+        return []
+    return [_request(event, JobKind.UNINSTALL, requirement=f"INSTALLATION-{installation.id}")]
+
+
 # (event, action) → rule. Every rule has the same shape and none depends on another.
-# pull_request.closed (branch cleanup) and installation.deleted (drop state) are subscribed
-# but have no job yet, so they answer 204 like any delivery without a trigger.
 RULES: dict[tuple[str, str | None], TriggerRule] = {
     ("issues", "labeled"): issue_labeled,
     ("push", None): push,
     ("issue_comment", "created"): comment_created,
+    ("pull_request", "closed"): pull_request_closed,
+    ("installation", "deleted"): installation_deleted,
 }
+# installation events carry no repository: the installation itself is what they are about.
+WITHOUT_REPOSITORY = frozenset({("installation", "deleted")})
 
 
 def triggers_for(event: Event, ctx: TriggerContext) -> list[Trigger]:
     """Every job this delivery asks for; empty when reqdrive does not act on it."""
     rule = RULES.get((event.name, event.action))
-    if rule is None or event.payload.repository is None:
+    key = (event.name, event.action)
+    if rule is None or (event.payload.repository is None and key not in WITHOUT_REPOSITORY):
         return []  # every job is about a repository; GitHub always sends one for these events
     return rule(event, ctx)
 

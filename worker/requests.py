@@ -16,6 +16,8 @@ class JobKind(StrEnum):
     CANCEL = "cancel"
     STATUS = "status"
     HELP = "help"
+    CLOSE = "close"  # a reqdrive pull request was closed or merged: stop its run
+    UNINSTALL = "uninstall"  # the App was uninstalled: drop the installation's tokens and runs
 
 
 class RunRequest(BaseModel):
@@ -35,3 +37,4 @@ class RunRequest(BaseModel):
     story_id: str | None = None  # "/reqdrive retry US-003"
     head_sha: str | None = None  # for a push: the commit the requirement file was read at
     comment_id: int | None = None
+    branch: str | None = None  # a closed pull request's head branch

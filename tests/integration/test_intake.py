@@ -201,8 +201,7 @@ def test_opening_the_webhook_url_says_deliveries_are_posted(client: FlaskClient)
         ("issue_comment", "created.payload.json"),  # not a command
         ("issue_comment", "edited.payload.json"),
         ("push", "payload.json"),  # tag deletion
-        ("pull_request", "closed.payload.json"),
-        ("installation", "deleted.payload.json"),
+        ("pull_request", "closed.payload.json"),  # not a reqdrive/ branch
     ],
 )
 def test_a_subscribed_event_without_a_trigger_is_ignored(

@@ -17,7 +17,7 @@ from rq.serializers import JSONSerializer
 from bot import runtime
 from bot.job_class import ReqdriveJob
 from bot.jobs import run_requirement
-from bot.runs import RERUN_KEY, RunRecords
+from bot.runs import RERUN_KEY, RunRecord, RunRecords
 from bot.settings import load_settings
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_http import API, FakeGitHub, private_key_pem
@@ -54,6 +54,8 @@ class Scene:
             JobKind.CANCEL: "cancel_run",
             JobKind.STATUS: "report_status",
             JobKind.HELP: "reply_help",
+            JobKind.CLOSE: "close_run",
+            JobKind.UNINSTALL: "drop_installation",
         }[kind]
         values: dict[str, Any] = {
             "delivery_id": f"d-{time.time_ns()}",
@@ -404,3 +406,53 @@ def test_a_job_queued_under_the_old_worker_jobs_name_runs_the_bot_job(scene: Sce
     )
     [reply] = scene.gh.comments_on(REPO, issue)
     assert "/reqdrive retry US-003" in reply["body"]
+
+
+def running_record(scene: Scene, run_id: str, branch: str, installation_id: int = 7) -> None:
+    """A run some worker is running: its record and a live heartbeat."""
+    record = RunRecord(
+        run_id=run_id,
+        repo=REPO,
+        installation_id=installation_id,
+        source="ISSUE-9",
+        text="x",
+        slug="x",
+        branch=branch,
+        base_branch="main",
+        clone_url="unused",
+    )
+    scene.records().save(record)
+    scene.records().beat(run_id)
+
+
+def test_closing_a_reqdrive_pull_request_stops_its_run(scene: Scene) -> None:
+    running_record(scene, "run-a", "reqdrive/issue-9-x")
+    running_record(scene, "run-b", "reqdrive/other")
+
+    scene.enqueue(
+        JobKind.CLOSE,
+        issue_number=12,
+        branch="reqdrive/issue-9-x",
+        sender="github-merge-queue[bot]",
+    )
+    scene.work()
+
+    assert scene.records().cancel_requested("run-a")
+    assert not scene.records().cancel_requested("run-b")
+    assert scene.gh.writes() == []  # the run's own comment says it stopped
+
+
+def test_an_uninstall_drops_the_installations_tokens_and_stops_its_runs(scene: Scene) -> None:
+    running_record(scene, "run-a", "reqdrive/a", installation_id=7)
+    running_record(scene, "run-b", "reqdrive/b", installation_id=8)
+    rt = runtime.current()
+    rt.app.auth.token(7, REPO, {"issues": "write"})
+
+    scene.enqueue(JobKind.UNINSTALL, requirement="INSTALLATION-7")
+    scene.work()
+
+    assert scene.records().cancel_requested("run-a")
+    assert not scene.records().cancel_requested("run-b")
+    tokens_before = len(scene.gh.tokens)
+    rt.app.auth.token(7, REPO, {"issues": "write"})
+    assert len(scene.gh.tokens) == tokens_before + 1  # the cached token was forgotten

@@ -151,13 +151,12 @@ def test_ordinary_edited_and_bot_comments_do_nothing() -> None:
 @pytest.mark.parametrize(
     ("name", "file"),
     [
-        ("pull_request", "closed.payload.json"),
-        ("installation", "deleted.payload.json"),
+        ("pull_request", "closed.payload.json"),  # its branch is not a reqdrive/ branch
         ("pull_request", "opened.payload.json"),
         ("ping", "payload.json"),
     ],
 )
-def test_recognised_events_without_a_job_yet_trigger_nothing(name: str, file: str) -> None:
+def test_recognised_events_without_a_job_trigger_nothing(name: str, file: str) -> None:
     assert triggers(name, webhooks.example_bytes(name, file)) == []
 
 
@@ -191,3 +190,35 @@ def test_a_push_without_the_default_branch_never_triggers_on_a_branch_named_none
 )
 def test_a_command_quoted_in_markdown_starts_nothing(body: str) -> None:
     assert not triggers("issue_comment", webhooks.comment(body))
+
+
+# lifecycle: pull_request.closed and installation.deleted
+
+
+def closed_pull(branch: str) -> bytes:
+    def change(payload: dict[str, object]) -> None:
+        payload["pull_request"]["head"]["ref"] = branch  # type: ignore[index]
+
+    return webhooks.variant("pull_request", "closed.payload.json", change)
+
+
+def test_a_closed_reqdrive_pull_request_stops_its_run() -> None:
+    [request] = triggers("pull_request", closed_pull("reqdrive/issue-3-login"))
+
+    assert request.kind is JobKind.CLOSE
+    assert request.branch == "reqdrive/issue-3-login"
+    assert request.issue_number == 2  # the example's pull request number
+
+
+def test_a_closed_pull_request_of_another_branch_does_nothing() -> None:
+    assert triggers("pull_request", closed_pull("feature/login")) == []
+
+
+def test_an_uninstall_drops_the_installation() -> None:
+    body = webhooks.example_bytes("installation", "deleted.payload.json")
+
+    [request] = triggers("installation", body)
+
+    assert request.kind is JobKind.UNINSTALL
+    assert request.installation_id is not None
+    assert request.requirement == f"INSTALLATION-{request.installation_id}"

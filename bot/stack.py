@@ -16,6 +16,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from dotenv import load_dotenv
 
 from bot.embedded_redis import EmbeddedRedis
@@ -253,18 +254,11 @@ def _sweep_leftovers() -> None:
 
 
 def _descendants(root: int) -> list[int]:
-    """Every process below `root`, from /proc (empty where there is no /proc)."""
-    parent_of: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with suppress(OSError, ValueError, IndexError):
-            # "pid (command) state ppid ...": the command may hold spaces and parentheses.
-            parent_of[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-    found: list[int] = []
-    generation = {root}
-    while generation:
-        generation = {pid for pid, parent in parent_of.items() if parent in generation}
-        found.extend(generation)
-    return found
+    """Every process below `root`."""
+    try:
+        return [p.pid for p in psutil.Process(root).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def _health_url(host: str, port: int) -> str:

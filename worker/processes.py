@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import psutil
+
 from worker.redact import LineRedactor, Redactor
 from worker.sandbox import Sandbox
 
@@ -164,20 +166,17 @@ def _kill_all(pgid: int, mark: str) -> None:
 
 def _leftovers(pgid: int, mark: str) -> bool:
     """Whether any live process is in the child's group or carries its marker."""
-    needle = _needle(mark)
-    return any(
-        _pgid_of(pid) == pgid or needle in _environ(pid).split(b"\0") for pid in _live_pids()
-    )
-
-
-def _needle(mark: str) -> bytes:
-    return f"{MARK_VAR}={mark}".encode()
+    return any(_pgid_of(p.pid) == pgid or _mark_of(p) == mark for p in _live_processes())
 
 
 def marked_pids(mark: str) -> list[int]:
     """Pids of live (non-zombie) processes whose environment holds this call's marker."""
-    needle = _needle(mark)
-    return [pid for pid in _live_pids() if needle in _environ(pid).split(b"\0")]
+    return [p.pid for p in marked_processes() if _mark_of(p) == mark]
+
+
+def marked_processes() -> list[psutil.Process]:
+    """Live processes started through run_process (any call): they carry a marker."""
+    return [p for p in _live_processes() if _mark_of(p) is not None]
 
 
 def _signal_pid(pid: int, mark: str, sig: signal.Signals) -> None:
@@ -191,43 +190,36 @@ def _signal_pid(pid: int, mark: str, sig: signal.Signals) -> None:
                 os.kill(pid, sig)
         return
     try:
-        if _needle(mark) in _environ(pid).split(b"\0"):
+        if _mark_of(psutil.Process(pid)) == mark:
             signal.pidfd_send_signal(fd, sig)
-    except OSError:
+    except (OSError, psutil.Error):  # gone since the scan: nothing to signal
         pass
     finally:
         os.close(fd)
 
 
-def _live_pids() -> list[int]:
-    pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    return [pid for pid in pids if _state(pid) not in ("", "Z", "X")]
-
-
-def _stat_fields(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return []
-    # The command name (field 2) may contain spaces and parentheses; it ends at the last ")".
-    return raw[raw.rfind(")") + 2 :].split()
-
-
-def _state(pid: int) -> str:
-    fields = _stat_fields(pid)
-    return fields[0] if fields else ""
+def _live_processes() -> list[psutil.Process]:
+    live = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                live.append(process)
+    return live
 
 
 def _pgid_of(pid: int) -> int:
-    fields = _stat_fields(pid)
-    return int(fields[2]) if len(fields) > 2 else -1
-
-
-def _environ(pid: int) -> bytes:
     try:
-        return Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:  # another user's process, or gone already
-        return b""
+        return os.getpgid(pid)
+    except OSError:  # gone already
+        return -1
+
+
+def _mark_of(process: psutil.Process) -> str | None:
+    """The run_process marker in a process's environment, if it is ours to read."""
+    try:
+        return process.environ().get(MARK_VAR)
+    except psutil.Error:  # another user's process, or gone already
+        return None
 
 
 class _OutputPump:

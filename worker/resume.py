@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from pathlib import Path
 
+import psutil
+
 from worker.exceptions import PreflightError, ResumeError
-from worker.processes import MARK_VAR
+from worker.processes import marked_processes
 from worker.state import Checkpoint, StoryState
 from worker.workspace import head_sha, run_git
 
@@ -30,20 +31,18 @@ def stop_leftovers(worktree: Path) -> list[int]:
     run_process (they carry its marker) with their working directory in the worktree count, so
     a person's shell looking around in there is left alone.
     """
-    proc, own, stopped = Path("/proc"), os.getpid(), []
-    needle = f"{MARK_VAR}=".encode()
-    for entry in proc.iterdir() if proc.is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == own:
+    own, stopped = os.getpid(), []
+    for process in marked_processes():
+        if process.pid == own:
             continue
         try:
-            cwd = Path(os.readlink(entry / "cwd"))
-            marked = needle in (entry / "environ").read_bytes()
-        except OSError:  # gone already, or not ours to inspect
+            cwd = Path(process.cwd())
+        except psutil.Error:  # gone already, or not ours to inspect
             continue
-        if marked and (cwd == worktree or worktree in cwd.parents):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                stopped.append(int(entry.name))
+        if cwd == worktree or worktree in cwd.parents:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+                stopped.append(process.pid)
     return stopped
 
 

@@ -33,6 +33,16 @@ WEB_SERVER = (
 )  # fmt: skip
 SERVER_LOG_CONFIG = Path(__file__).with_name("server_logging.json")
 
+# Commands on a local checkout, parsed by the engine's own modules (imported only when used).
+ENGINE_COMMANDS = {
+    "init": ("worker.repo_cli", "init_main"),
+    "validate": ("worker.repo_cli", "validate_main"),
+}
+ENGINE_HELP = {
+    "init": "write .github/reqdrive.yml and a template requirement in this checkout",
+    "validate": "check the repository's config and every REQ-*.md",
+}
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3000
 # How long `up` lets a running job finish after Ctrl-C. A job stopped sooner is retried later
@@ -46,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["run"]:
         # Every option after `run` belongs to the engine's own parser, --help included.
         return run_engine(args_list[1:])
+    if args_list[:1] and args_list[0] in ENGINE_COMMANDS:
+        module, function = ENGINE_COMMANDS[args_list[0]]
+        return int(getattr(importlib.import_module(module), function)(args_list[1:]))
     args = build_parser().parse_args(args_list)
     try:
         code: int = args.handler(args)
@@ -90,8 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--delivery-id", help="X-GitHub-Delivery (default: a random UUID)")
     replay.set_defaults(handler=_replay)
 
-    # Listed for --help only: main() hands `run` to worker.cli before argparse sees it.
+    # Listed for --help only: main() hands these to the engine before argparse sees them.
     commands.add_parser("run", help="run a requirement locally, without GitHub", add_help=False)
+    for name, text in ENGINE_HELP.items():
+        commands.add_parser(name, help=text, add_help=False)
     return parser
 
 

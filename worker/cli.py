@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReqdriveError as error:
         # Messages quote git's stderr, config values and agent output: redacted like run.json.
         print(f"reqdrive run: {redactor.redact(str(error))}", file=sys.stderr)
-        return int(_exit_code(error))
+        return int(exit_code_for(error))
     finally:
         signal.signal(signal.SIGINT, previous)
     if result.stop_reason is StopReason.CANCELLED:
@@ -129,7 +129,7 @@ def _cancel_on(cancel: threading.Event) -> Callable[[int, FrameType | None], Non
     return handler
 
 
-def _exit_code(error: ReqdriveError) -> ExitCode:
+def exit_code_for(error: ReqdriveError) -> ExitCode:
     for kind, code in EXIT_CODES:
         if isinstance(error, kind):
             return code
@@ -139,7 +139,7 @@ def _exit_code(error: ReqdriveError) -> ExitCode:
 def _spec(args: argparse.Namespace) -> RunSpec:
     if args.run_id is not None:
         check_run_id(args.run_id)  # before anything is written under the work dir
-    root = _repo_root(Path.cwd())
+    root = repo_root(Path.cwd())
     requirement = _requirement(args.requirement, root)
     base = args.base or _current_branch(root)
     if not run_git(
@@ -190,7 +190,7 @@ def _keep_out_of_git_status(work_dir: Path, root: Path) -> None:
         ignore.write_text("# reqdrive's runs, cache and worktrees\n*\n")
 
 
-def _repo_root(cwd: Path) -> Path:
+def repo_root(cwd: Path) -> Path:
     root = run_git(["rev-parse", "--show-toplevel"], cwd=cwd, check=False)
     if not root:
         raise PreflightError(f"{cwd} is not inside a git repository")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,6 +18,7 @@ from rq.utils import now
 
 from bot.exceptions import QueueUnavailable
 from worker.requests import JobKind, RunRequest
+from worker.slugs import slugify
 
 DELIVERY_KEY = "reqdrive:delivery:{}"
 # A push editing a requirement whose run is already running leaves the new run's arguments
@@ -52,7 +52,6 @@ JOB_FUNCTIONS = {
 # one run. A retry, plan or any other command is a person's request: one job per comment, so
 # none is swallowed by a queued run; the job itself refuses to run beside a running one.
 COALESCING_KINDS = frozenset({JobKind.RUN})
-SLUG_RE = re.compile(r"[^a-z0-9]+")
 SLUG_MAX = 40
 
 # Why not rq's Queue.enqueue(..., unique=True): it refuses any id whose hash still exists,
@@ -146,8 +145,7 @@ def job_id_for(request: RunRequest) -> str:
         prefix = request.kind.value
     digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:12]
     name = target.rsplit("/", 1)[-1].removesuffix(".md")
-    slug = SLUG_RE.sub("-", name.lower()).strip("-")[:SLUG_MAX].strip("-")
-    return f"{prefix}-{slug}-{digest}" if slug else f"{prefix}-{digest}"
+    return f"{prefix}-{slugify(name, max_len=SLUG_MAX)}-{digest}"
 
 
 def rq_job(

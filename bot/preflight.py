@@ -12,7 +12,7 @@ from worker.exceptions import RepoConfigError
 from worker.pipeline import Requirement
 from worker.repo_config import CONFIG_PATHS, RepoConfig, parse_repo_config
 from worker.requests import RunRequest
-from worker.workspace import slugify
+from worker.slugs import slugify
 
 # GitHub's repository roles, weakest first; a custom role counts as its base ("read").
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")

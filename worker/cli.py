@@ -30,8 +30,9 @@ from worker.redact import Redactor
 from worker.reporting import ConsoleReporter
 from worker.run_ids import check_run_id
 from worker.sandbox import Sandbox, SandboxMode, make_sandbox, readonly_paths
+from worker.slugs import slugify
 from worker.state import FileCheckpointStore, StopReason
-from worker.workspace import run_git, slugify
+from worker.workspace import run_git
 
 # Environment variables whose values are secrets wherever they appear in output.
 SECRET_ENV_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE_KEY|API_KEY|REDIS_URL", re.IGNORECASE)

@@ -11,7 +11,6 @@ import re
 import shutil
 import signal
 import subprocess
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -84,7 +83,6 @@ REPOSITORY_VARIABLES = frozenset(
     }
 )
 
-SLUG_SEPARATOR_RE = re.compile(r"[^a-z0-9]+")
 MIRROR_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 SYMREF_RE = re.compile(r"^ref: refs/heads/(\S+)\tHEAD$", re.MULTILINE)
 # Messages git prints when the local object store, not the network, is broken.
@@ -268,23 +266,6 @@ def _with_config(env: dict[str, str], pairs: Sequence[tuple[str, str]]) -> dict[
 def head_sha(cwd: Path) -> str:
     """The commit checked out in `cwd`."""
     return run_git(["rev-parse", "--verify", "HEAD^{commit}"], cwd=cwd)
-
-
-def slugify(text: str, max_len: int = 60) -> str:
-    """A branch name component from user text: [a-z0-9-], never empty, never starting with '-'.
-
-    Text with no ASCII letters or digits (e.g. only CJK) gets a short hash, so two such titles
-    do not land on the same branch.
-    """
-    if max_len < 1:
-        raise ValueError("max_len must be at least 1")
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    slug = SLUG_SEPARATOR_RE.sub("-", ascii_text.lower()).strip("-")
-    slug = slug[:max_len].rstrip("-")
-    if not slug:
-        digest = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
-        slug = f"req-{digest[:8]}"[:max_len].rstrip("-")
-    return slug
 
 
 def mirror_name(remote_url: str) -> str:

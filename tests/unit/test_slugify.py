@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from worker.workspace import mirror_name, slugify
+from bot.enqueue import SLUG_MAX, job_id_for
+from worker.requests import JobKind, RunRequest
+from worker.slugs import slugify
+from worker.workspace import mirror_name
 
 
 @pytest.mark.parametrize(
@@ -70,3 +73,21 @@ def test_mirror_names_hide_nothing_secret_and_do_not_collide() -> None:
     assert first.startswith("github.com_octo_app-")
     assert first != second
     assert "/" not in mirror_name("/srv/git/../../etc.git")
+
+
+@pytest.mark.parametrize(
+    "name", ["REQ-001-login", "REQ-002 Ünïcödé Lögin", "REQ-003-" + "long-" * 20, "需求"]
+)
+def test_a_job_id_names_the_requirement_by_the_slug_its_branch_uses(name: str) -> None:
+    request = RunRequest.model_validate(
+        {
+            "kind": JobKind.RUN,
+            "delivery_id": "d-1",
+            "repo": "octo/app",
+            "sender": "octocat",
+            "requirement": f"docs/requirements/{name}.md",
+        }
+    )
+    job_id = job_id_for(request)
+    assert job_id.startswith(f"run-{slugify(name, max_len=SLUG_MAX)}-")
+    assert job_id == job_id_for(request)  # deterministic

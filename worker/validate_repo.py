@@ -11,7 +11,7 @@ import yaml
 
 from worker.exceptions import PreflightError
 from worker.repo_config import CONFIG_PATHS, RepoConfig, check_repo_config, load_config_mapping
-from worker.workspace import slugify
+from worker.slugs import slugify
 
 SEEDS_CONFIG = "reqdrive.json"
 YAML_CONFIG = ".github/reqdrive.yml"

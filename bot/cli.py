@@ -37,10 +37,12 @@ SERVER_LOG_CONFIG = Path(__file__).with_name("server_logging.json")
 ENGINE_COMMANDS = {
     "init": ("worker.repo_cli", "init_main"),
     "validate": ("worker.repo_cli", "validate_main"),
+    "plan": ("worker.cli", "plan_main"),
 }
 ENGINE_HELP = {
     "init": "write .github/reqdrive.yml and a template requirement in this checkout",
     "validate": "check the repository's config and every REQ-*.md",
+    "plan": "plan a requirement into stories only, as run would",
 }
 
 DEFAULT_HOST = "127.0.0.1"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from worker.exceptions import (
     AgentError,
@@ -26,12 +28,14 @@ from worker.exceptions import (
     WorkspaceError,
 )
 from worker.pipeline import Pipeline, Requirement, RunSpec
+from worker.prd import MAX_PRD_BYTES, Prd
 from worker.redact import Redactor
-from worker.reporting import ConsoleReporter
+from worker.reporting import ConsoleReporter, Reporter
+from worker.run_folder import PRD_JSON
 from worker.run_ids import check_run_id
 from worker.sandbox import Sandbox, SandboxMode, make_sandbox, readonly_paths
 from worker.slugs import slugify
-from worker.state import FileCheckpointStore, StopReason
+from worker.state import FileCheckpointStore, StopReason, StoryRecord
 from worker.workspace import run_git
 
 # Environment variables whose values are secrets wherever they appear in output.
@@ -68,13 +72,30 @@ EXIT_CODES: tuple[tuple[type[ReqdriveError], ExitCode], ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="reqdrive run",
-        description="Plan a requirement into stories, implement them with a coding agent on "
-        "branch reqdrive/<slug>, verify every story with the repository's own checks, and write "
-        "the pull request body to the run folder. Your working tree is not touched.",
-    )
+def build_parser(*, plan_only: bool = False) -> argparse.ArgumentParser:
+    if plan_only:
+        parser = argparse.ArgumentParser(
+            prog="reqdrive plan",
+            description="Plan a requirement into stories with the agent, as `reqdrive run` "
+            "would (same agent and sandbox options), and stop: print the stories and the "
+            "tests each owns. `reqdrive run` with the same run id goes on from this plan; "
+            "`reqdrive run --plan FILE` starts from a plan you edited.",
+        )
+        parser.add_argument("--json", action="store_true", help="print prd.json instead")
+    else:
+        parser = argparse.ArgumentParser(
+            prog="reqdrive run",
+            description="Plan a requirement into stories, implement them with a coding agent "
+            "on branch reqdrive/<slug>, verify every story with the repository's own checks, "
+            "and write the pull request body to the run folder. Your working tree is not "
+            "touched.",
+        )
+        parser.add_argument(
+            "--plan",
+            type=Path,
+            metavar="FILE",
+            help="a reviewed prd.json to start from instead of planning (checked like the agent's)",
+        )
     parser.add_argument("requirement", help="a requirement file (REQ-001-x.md) or the text itself")
     parser.add_argument("--agent", choices=["claude", "codex", "aider", "command"])
     parser.add_argument(
@@ -100,26 +121,75 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, plan_only: bool = False) -> int:
+    args = build_parser(plan_only=plan_only).parse_args(argv)
+    command = "reqdrive plan" if plan_only else "reqdrive run"
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, _cancel_on(cancel))
     redactor = Redactor()  # until the run's own, which knows the secret values too
     try:
         spec = _spec(args)
         store = FileCheckpointStore(spec.work_dir / "runs")
-        pipeline = Pipeline(spec, reporter=ConsoleReporter(), checkpoints=store, cancel=cancel)
+        reporter: Reporter = ConsoleReporter(sys.stderr if plan_only else None)
+        if plan_only:
+            reporter = PlanOnlyReporter(reporter, cancel)
+        pipeline = Pipeline(spec, reporter=reporter, checkpoints=store, cancel=cancel)
         redactor = pipeline.redactor
         result = pipeline.run()
     except ReqdriveError as error:
         # Messages quote git's stderr, config values and agent output: redacted like run.json.
-        print(f"reqdrive run: {redactor.redact(str(error))}", file=sys.stderr)
+        print(f"{command}: {redactor.redact(str(error))}", file=sys.stderr)
         return int(exit_code_for(error))
     finally:
         signal.signal(signal.SIGINT, previous)
+    if plan_only:
+        return _print_plan(pipeline, args.requirement, json_output=args.json)
     if result.stop_reason is StopReason.CANCELLED:
         return int(ExitCode.USER_ABORT)
     return int(ExitCode.SUCCESS)
+
+
+def plan_main(argv: Sequence[str]) -> int:
+    """`reqdrive plan`: the run's plan step alone."""
+    return main(argv, plan_only=True)
+
+
+def _print_plan(pipeline: Pipeline, requirement: str, *, json_output: bool) -> int:
+    prd_path = pipeline.folder.file(PRD_JSON)
+    if not prd_path.exists():  # stopped (Ctrl-C) before the plan was made
+        return int(ExitCode.USER_ABORT)
+    if json_output:
+        print(prd_path.read_text(), end="")
+        return int(ExitCode.SUCCESS)
+    prd = Prd.model_validate_json(prd_path.read_text())
+    print(f"plan for {pipeline.spec.requirement.source}: {len(prd.user_stories)} stories")
+    for story in sorted(prd.user_stories, key=lambda s: (s.priority, s.id)):
+        print(f"{story.id} (priority {story.priority}) {story.title}")
+        for criterion in story.acceptance_criteria:
+            print(f"  - {criterion}")
+        owned = ", ".join(story.tests) if story.tests else "none (judged on the others passing)"
+        print(f"  tests: {owned}")
+    print(f"prd.json: {prd_path}")
+    print(
+        f"next: reqdrive run {shlex.quote(requirement)} --run-id {pipeline.spec.run_id} "
+        "(or edit prd.json and add --plan FILE)"
+    )
+    return int(ExitCode.SUCCESS)
+
+
+class PlanOnlyReporter:
+    """Passes every event on, and stops the run once the plan is ready (`reqdrive plan`)."""
+
+    def __init__(self, inner: Reporter, cancel: threading.Event) -> None:
+        self._inner = inner
+        self._cancel = cancel
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
+        self._inner.plan_ready(stories)
+        self._cancel.set()
 
 
 def _cancel_on(cancel: threading.Event) -> Callable[[int, FrameType | None], None]:
@@ -151,6 +221,7 @@ def _spec(args: argparse.Namespace) -> RunSpec:
     work_dir = args.work_dir or Path(env.get("REQDRIVE_WORK_DIR") or root / ".reqdrive")
     _keep_out_of_git_status(work_dir.resolve(), root.resolve())
     return RunSpec(
+        plan_text=_plan_text(getattr(args, "plan", None)),
         run_id=args.run_id or requirement.slug,
         requirement=requirement,
         remote_url=str(root),  # the branch is pushed back to this checkout, never checked out
@@ -163,6 +234,15 @@ def _spec(args: argparse.Namespace) -> RunSpec:
         gate_path=args.gate_path or env.get("REQDRIVE_GATE_PATH") or None,
         sandbox=_sandbox(args.sandbox or env.get("REQDRIVE_SANDBOX") or "off", env),
     )
+
+
+def _plan_text(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    if not path.is_file():
+        raise PreflightError(f"plan file {path} not found: give the prd.json to start from")
+    with path.open("rb") as handle:  # parse_prd refuses anything this large, by its size
+        return handle.read(MAX_PRD_BYTES + 1).decode("utf-8", errors="replace")
 
 
 def _sandbox(mode: str, env: dict[str, str]) -> Sandbox | None:

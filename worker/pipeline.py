@@ -17,7 +17,7 @@ from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettin
 from worker.agents.registry import make_runner
 from worker.background_reporter import BackgroundReporter
 from worker.delivery import run_result, write_delivery
-from worker.exceptions import RunCancelled
+from worker.exceptions import PreflightError, RunCancelled
 from worker.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates
 from worker.inert_text import neutralize
 from worker.judging import (
@@ -34,8 +34,8 @@ from worker.judging import (
     tests_by_id,
     unclaimed,
 )
-from worker.planning import Planner
-from worker.prd import Prd, Story, select_next_story
+from worker.planning import Planner, check_test_claims
+from worker.prd import Prd, Story, parse_prd, select_next_story
 from worker.prompting import STORY_TEMPLATE, PromptRenderer, load_overrides
 from worker.redact import Redactor
 from worker.repo_config import GatesMode, RepoConfig, read_repo_config
@@ -127,6 +127,9 @@ class RunSpec:
     # whether every story that ended without passing is run again too.
     retry: tuple[str, ...] = ()
     retry_failed: bool = False
+    # A reviewed prd.json (`reqdrive run --plan FILE`): used instead of asking the agent, and
+    # validated like an agent-written one.
+    plan_text: str | None = None
 
     def __post_init__(self) -> None:
         # The run id names folders under the work dir: refused before any of them is made.
@@ -233,7 +236,7 @@ class Pipeline:
                 "the run was cancelled while measuring the base commit; no plan was made"
             )
         self._enter(RunStep.PLAN)
-        if cp.prd is None:
+        if cp.prd is None or self._replaces_plan():
             self._plan()
         self.reporter.plan_ready(cp.stories)
         self._enter(RunStep.IMPLEMENT)
@@ -407,8 +410,28 @@ class Pipeline:
 
     # plan ---------------------------------------------------------------------------------
 
+    def _replaces_plan(self) -> bool:
+        """A reviewed plan replaces the run's own only before any story was tried."""
+        if self.spec.plan_text is None:
+            return False
+        if any(s.attempts for s in self.cp.stories):
+            raise PreflightError(
+                f"run {self.spec.run_id} has already worked on its stories; start a new run "
+                "with --run-id to use this plan"
+            )
+        return True
+
+    def _reviewed_plan(self, text: str) -> Prd:
+        prd = parse_prd(text)
+        check_test_claims(prd, tests_by_id(self.cp.baseline or []))
+        self.folder.append_progress("plan: read from the reviewed plan given with --plan")
+        return prd
+
     def _plan(self) -> None:
         cp = self.cp
+        if self.spec.plan_text is not None:
+            self._adopt_plan(self._reviewed_plan(self.spec.plan_text))
+            return
         planner = Planner(
             worktree=self.worktree.path,
             handoff=self.handoff,
@@ -421,7 +444,10 @@ class Pipeline:
             cancel=self.cancel,
             baseline_tests=tests_by_id(cp.baseline or []),
         )
-        prd = planner.plan(self._plan_values(), on_attempt=self._planning_attempt)
+        self._adopt_plan(planner.plan(self._plan_values(), on_attempt=self._planning_attempt))
+
+    def _adopt_plan(self, prd: Prd) -> None:
+        cp = self.cp
         cp.prd = prd.to_json()
         cp.stories = [_record(s) for s in prd.user_stories]
         self.folder.write_json(PRD_JSON, prd.to_json())

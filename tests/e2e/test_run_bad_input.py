@@ -25,6 +25,11 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path)
+
+
+def make_project(tmp_path: Path) -> Path:
+    """A checkout with a test command and one committed requirement."""
     repo = tmp_path / "project"
     files = {
         ".gitignore": GITIGNORE,

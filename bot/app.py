@@ -10,6 +10,7 @@ from flask import Flask, Response
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from bot.bodies import BodyBudget
 from bot.enqueue import Enqueuer
 from bot.intake import Answer, Intake, WebhookEndpoint, encode
 from bot.logs import configure_from
@@ -42,7 +43,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.add_url_rule("/metrics", "metrics", metrics, methods=["GET"])
     # /webhook is served by the WSGI callable itself, in front of Flask (see WebhookEndpoint);
     # every answer it gives is counted on the way out.
-    endpoint = WebhookEndpoint(app.wsgi_app, intake)
+    budget = BodyBudget(settings.reqdrive_body_budget_mib * 1024 * 1024,
+                        settings.reqdrive_body_deadline_s)  # fmt: skip
+    endpoint = WebhookEndpoint(app.wsgi_app, intake, budget)
     app.wsgi_app = CountingEndpoint(endpoint, counter)  # type: ignore[method-assign]
     return app
 

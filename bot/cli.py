@@ -29,6 +29,9 @@ from bot.startup import (
 WEB_SERVER = (
     "granian", "--interface", "wsgi", "--workers", "{workers}", "--host", "{host}",
     "--port", "{port}", "--no-access-log", "--log-config", "{log_config}",
+    # Slow clients: headers within 10 s (GitHub's own delivery timeout); bodies are read with
+    # a deadline by bot/bodies.py, which leaves at least 32 of these threads to other requests.
+    "--http1-header-read-timeout", "10000", "--blocking-threads", "128",
     "--factory", "bot.app:create_app",
 )  # fmt: skip
 SERVER_LOG_CONFIG = Path(__file__).with_name("server_logging.json")

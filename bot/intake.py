@@ -14,6 +14,7 @@ from gidgethub import ValidationFailure
 from gidgethub.sansio import validate_event
 from pydantic import ValidationError
 
+from bot.bodies import MAX_BODY_BYTES, Body, BodyBudget, Refusal
 from bot.enqueue import Accepted, Enqueuer
 from bot.events import Event, Payload
 from bot.exceptions import QueueUnavailable
@@ -22,8 +23,6 @@ from bot.triggers import TriggerContext, triggers_for
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
-MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB and drops larger ones
-READ_CHUNK_BYTES = 64 * 1024
 # Events with a trigger rule, or subscribed for one soon (pull_request, installation), or ping.
 ACTED_EVENTS = frozenset(
     {"issues", "issue_comment", "push", "pull_request", "installation", "ping"}
@@ -65,6 +64,10 @@ PONG = Answer(200, {"ping": "ok"})
 IGNORED = Answer(204)
 QUEUE_DOWN = Answer(503, {"error": "queue unavailable; redeliver later"})
 POST_ONLY = Answer(405, {"error": "deliveries are POSTed"})  # someone opened the URL
+# Bodies not yet verified are read with a deadline and within a byte budget (bot/bodies.py).
+BUSY = Answer(503, {"error": "too many unverified bodies in flight; redeliver later"})
+TOO_SLOW = Answer(408, {"error": "body not received before the deadline; send it at once"})
+REFUSED_BODIES = {Refusal.TOO_LARGE: TOO_LARGE, Refusal.BUSY: BUSY, Refusal.TOO_SLOW: TOO_SLOW}
 
 
 def answer_from_headers(event_name: str | None, content_length: int | None) -> Answer | None:
@@ -79,18 +82,6 @@ def answer_from_headers(event_name: str | None, content_length: int | None) -> A
     if event_name is not None and event_name not in ACTED_EVENTS:
         return IGNORED
     return None
-
-
-def read_body(stream: IO[bytes]) -> bytes | None:
-    """The whole body, or None once it passes the limit (chunked bodies have no length)."""
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := stream.read(READ_CHUNK_BYTES):
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 class Intake:
@@ -191,9 +182,10 @@ class WebhookEndpoint:
     CPU than verifying, parsing and enqueueing a trigger together (bench/results/intake.md).
     """
 
-    def __init__(self, app: WSGIApplication, intake: Intake) -> None:
+    def __init__(self, app: WSGIApplication, intake: Intake, budget: BodyBudget) -> None:
         self._app = app
         self._intake = intake
+        self._budget = budget
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") != WEBHOOK_PATH:
@@ -217,13 +209,26 @@ class WebhookEndpoint:
         early = answer_from_headers(event, length)
         if early is not None:
             return early
-        body = _request_body(environ, length)
-        if body is None:
-            return TOO_LARGE
+        body = self._request_body(environ, length)
+        if isinstance(body, Refusal):
+            log.warning("body refused", extra={"reason": body.value,
+                                               "held_bytes": self._budget.held_bytes})  # fmt: skip
+            return REFUSED_BODIES[body]
         headers = DeliveryHeaders(
             event, environ.get("HTTP_X_GITHUB_DELIVERY"), environ.get("HTTP_X_HUB_SIGNATURE_256")
         )
-        return self._intake.receive(headers, body)
+        try:
+            return self._intake.receive(headers, body.data)
+        finally:
+            body.release()
+
+    def _request_body(self, environ: WSGIEnvironment, length: int | None) -> Body | Refusal:
+        """Exactly the declared bytes; without a length, the stream a server ended, or nothing."""
+        stream: IO[bytes] = environ["wsgi.input"]
+        if length is None and not environ.get("wsgi.input_terminated"):
+            # Reading an unframed body could block forever (werkzeug treats it as empty too).
+            return Body(b"", self._budget, 0)
+        return self._budget.read(stream, length)
 
 
 STATUS_LINES: dict[int, str] = {code: f"{code} {code.phrase}" for code in HTTPStatus}
@@ -240,19 +245,6 @@ def _content_length(environ: WSGIEnvironment) -> int | None:
         return int(value)
     match = CONTENT_LENGTH_RE.match(value)
     return max(0, int(match[1])) if match else 0
-
-
-def _request_body(environ: WSGIEnvironment, length: int | None) -> bytes | None:
-    """Exactly the declared bytes; without a length, the stream a server ended, or nothing."""
-    stream: IO[bytes] = environ["wsgi.input"]
-    if length is None:
-        # Without wsgi.input_terminated, reading an unframed body could block forever
-        # (werkzeug treats it as empty for the same reason).
-        return read_body(stream) if environ.get("wsgi.input_terminated") else b""
-    body = stream.read(length)
-    while len(body) < length and (more := stream.read(length - len(body))):
-        body += more  # a short read; a client that hangs up leaves a body that fails the HMAC
-    return body
 
 
 def encode(answer: Answer) -> bytes:

@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     reqdrive_app_slug: str | None = None
     reqdrive_job_timeout_hours: float = Field(default=6.0, gt=0)
     reqdrive_queue: str = "reqdrive"
+    # The web process: bytes of not-yet-verified bodies one server worker holds at once (more
+    # are refused 503), and how long a body may take to arrive (then 408).
+    reqdrive_body_budget_mib: int = Field(default=64, ge=26)
+    reqdrive_body_deadline_s: float = Field(default=10.0, gt=0)
     # Logs (bot/logs.py): JSON lines, or readable text; unset, text on a terminal, else JSON.
     reqdrive_log_format: Literal["json", "text"] | None = None
     reqdrive_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

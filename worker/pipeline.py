@@ -53,6 +53,7 @@ from worker.run_folder import (
     RunFolder,
 )
 from worker.run_ids import check_run_id
+from worker.run_lock import FileRunLock, RunLock
 from worker.sandbox import Sandbox
 from worker.scope import collect_changes, has_staged_changes, restore_tree
 from worker.secret_scan import SecretScanner
@@ -147,6 +148,7 @@ class Pipeline:
         checkpoints: CheckpointStore,
         cancel: threading.Event | None = None,
         runner: AgentRunner | None = None,
+        lock: RunLock | None = None,
     ) -> None:
         self.spec = spec
         self._given_runner = runner  # instead of the configured one (tests, benchmarks)
@@ -156,6 +158,9 @@ class Pipeline:
         self.cancel = cancel or threading.Event()
         self.redactor = Redactor(spec.secrets)
         self.folder = RunFolder(spec.work_dir / "runs" / spec.run_id, self.redactor)
+        # One run of this requirement at a time: the run folder's flock unless the caller
+        # gives a lock every machine sees (RedisRunLock).
+        self.lock: RunLock = lock or FileRunLock(self.folder)
         self.cache = RepositoryCache(spec.work_dir / "cache")
         self.home = spec.work_dir / "homes" / spec.run_id
         # Outside the run folder, so the agent never reaches the checkpoint, logs or PRD:
@@ -193,7 +198,7 @@ class Pipeline:
     def _reported_run(self) -> RunResult:
         self.failure_reported = False
         try:
-            with self.folder.lock():
+            with self.lock.held():
                 result = self._locked_run()
         except Exception as error:
             if not self.failure_reported:  # refused before the run was ours: nothing to record

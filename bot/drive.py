@@ -145,6 +145,8 @@ def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
     for secret in (settings.github_webhook_secret, settings.github_private_key):
         if secret is not None:
             secrets.append(secret.get_secret_value())
+    if settings.redis_url:  # the Redactor also hides its password on its own
+        secrets.append(settings.redis_url)
     return RunSpec(
         run_id=record.run_id,
         requirement=Requirement(

@@ -419,6 +419,7 @@ class RepositoryCache:
         (git_dir / "HEAD").write_text(f"ref: refs/heads/{worktree.branch}\n", encoding="utf-8")
         (git_dir / "config").write_text(
             "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+            f"[user]\n\tname = {COMMITTER_NAME}\n\temail = {COMMITTER_EMAIL}\n"
         )
         if (admin / "index").is_file():
             shutil.copyfile(admin / "index", git_dir / "index")

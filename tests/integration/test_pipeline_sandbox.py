@@ -93,6 +93,7 @@ def test_an_agent_in_the_sandbox_cannot_forge_state_redirect_git_or_read_secrets
         "cat /proc/1/environ; cat /proc/$PPID/environ; "
         "git config core.hooksPath /tmp && echo configured-mirror; "
         "git status --porcelain | head -3; "
+        "git add -A && git commit -qm agent-commit && echo agent-committed; "
         "true"
     )
     data = {
@@ -108,7 +109,7 @@ def test_an_agent_in_the_sandbox_cannot_forge_state_redirect_git_or_read_secrets
         assert success not in commit, commit
     assert "Read-only file system" in commit  # .git is a read-only file in there
     # The agent's git kept working on its own view: the mirror's config it could not touch.
-    assert "configured-mirror" in commit
+    assert "configured-mirror" in commit and "agent-committed" in commit
     mirror = next((project.work_dir / "cache" / "mirrors").glob("*.git"))
     assert "hooksPath" not in (mirror / "config").read_text()
 

@@ -41,11 +41,15 @@ ENGINE_COMMANDS = {
     "init": ("worker.repo_cli", "init_main"),
     "validate": ("worker.repo_cli", "validate_main"),
     "plan": ("worker.cli", "plan_main"),
+    "logs": ("worker.repo_cli", "logs_main"),
+    "status": ("bot.status_cli", "status_main"),
 }
 ENGINE_HELP = {
     "init": "write .github/reqdrive.yml and a template requirement in this checkout",
     "validate": "check the repository's config and every REQ-*.md",
     "plan": "plan a requirement into stories only, as run would",
+    "status": "runs in the work dir, and the queue's jobs when REDIS_URL is set",
+    "logs": "a run's progress and its current agent call's log",
 }
 
 DEFAULT_HOST = "127.0.0.1"

@@ -1,17 +1,24 @@
-"""`reqdrive init` and `reqdrive validate`: set a checkout up for reqdrive and check it."""
+"""`reqdrive init`, `validate` and `logs`: set a checkout up for reqdrive, check it, read a run."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from worker.cli import ExitCode, exit_code_for, repo_root
+from worker.cli import SECRET_ENV_RE, ExitCode, exit_code_for, repo_root
 from worker.exceptions import ReqdriveError
 from worker.init_repo import init_repository
+from worker.local_runs import current_log, holder, progress_path, run_folder
+from worker.redact import Redactor
 from worker.validate_repo import SEEDS_CONFIG, convert_seeds_config, validate_repository
+
+FOLLOW_INTERVAL_S = 0.5
+MAX_CHUNK_BYTES = 4 * 1024 * 1024  # printed per look at a file; the rest comes next time
 
 
 def init_main(argv: Sequence[str]) -> int:
@@ -80,3 +87,69 @@ def validate_main(argv: Sequence[str]) -> int:
     verdict = "ok" if not report.problems else f"{len(report.problems)} problem(s)"
     print(f"{verdict}: {config}, {len(report.requirements)} requirement(s)")
     return int(code)
+
+
+def work_dir_for(given: Path | None, env: Mapping[str, str]) -> Path:
+    """--work-dir, else $REQDRIVE_WORK_DIR, else .reqdrive at the top of this checkout."""
+    if given is not None:
+        return given.resolve()
+    if env.get("REQDRIVE_WORK_DIR"):
+        return Path(env["REQDRIVE_WORK_DIR"]).resolve()
+    return repo_root(Path.cwd()) / ".reqdrive"
+
+
+def logs_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="reqdrive logs",
+        description="A run's progress and its current agent call's log, redacted.",
+    )
+    parser.add_argument("run_id", metavar="RUN", help="the run id (reqdrive status lists them)")
+    parser.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
+    parser.add_argument("--work-dir", type=Path, help="default $REQDRIVE_WORK_DIR or .reqdrive")
+    args = parser.parse_args(argv)
+    env = dict(os.environ)
+    redactor = Redactor(tuple(v for k, v in env.items() if SECRET_ENV_RE.search(k) and v))
+    try:
+        folder = run_folder(work_dir_for(args.work_dir, env) / "runs", args.run_id)
+    except ReqdriveError as error:
+        print(f"reqdrive logs: {error}", file=sys.stderr)
+        return int(exit_code_for(error))
+    tail = LogTail(folder, redactor)
+    tail.print_new()
+    while args.follow and holder(folder) is not None:
+        time.sleep(FOLLOW_INTERVAL_S)
+        tail.print_new()
+    if args.follow:
+        tail.print_new()  # what the run wrote as it ended
+    return int(ExitCode.SUCCESS)
+
+
+class LogTail:
+    """Prints what progress.txt and the current agent log gained since the last call."""
+
+    def __init__(self, folder: Path, redactor: Redactor) -> None:
+        self._folder = folder
+        self._redactor = redactor
+        self._offsets: dict[Path, int] = {}
+        self._shown_log: Path | None = None
+
+    def print_new(self) -> None:
+        self._print(progress_path(self._folder), header=None)
+        log = current_log(self._folder)
+        if log is not None:
+            header = None if log == self._shown_log else f"--- {log.name} (the current agent call)"
+            self._shown_log = log
+            self._print(log, header=header)
+
+    def _print(self, path: Path, *, header: str | None) -> None:
+        if not path.is_file():
+            return
+        with path.open("rb") as handle:
+            handle.seek(self._offsets.get(path, 0))
+            data = handle.read(MAX_CHUNK_BYTES)
+            self._offsets[path] = handle.tell()
+        if header:
+            print(header, flush=True)
+        if data:
+            text = self._redactor.redact(data.decode("utf-8", errors="replace"))
+            print(text, end="" if text.endswith("\n") else "\n", flush=True)

@@ -309,8 +309,9 @@ def _gate_state(gate: GateResult | None) -> str:
     counted = "" if gate.tests is None else f" ({len(gate.tests)} tests)"
     if gate.passed:
         return f"✅ pass{counted}"
-    failed = "" if gate.failed_tests is None else f" ({len(gate.failed_tests)} tests)"
-    return f"❌ fail{failed}"
+    if gate.tests is None or gate.failed_tests is None:
+        return "❌ fail"
+    return f"❌ fail ({len(gate.failed_tests)} of {len(gate.tests)} tests failing)"
 
 
 def _baseline_section(result: RunResult) -> str:

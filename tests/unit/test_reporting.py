@@ -96,7 +96,7 @@ def test_a_draft_says_why_and_shows_the_failed_story() -> None:
     )
     assert "**Draft**: 1 of 2 stories did not pass: US-002 (failed)." in body
     assert "| ❌ | US-002 | Title of US-002 | failed (gate tests failed) | 3 | — |" in body
-    assert "| tests | ✅ pass | ❌ fail (1 tests) |" in body
+    assert "| tests | ✅ pass | ❌ fail (1 of 1 tests failing) |" in body
     assert "Closes" not in body
 
 
@@ -113,7 +113,7 @@ def test_baseline_failures_are_listed_as_fixed_and_remaining() -> None:
     )
     assert "Fixed by this branch (2):\n- `t::a`\n- `t::b`" in body
     assert "Still failing (1):\n- `t::c`" in body
-    assert "| tests | ❌ fail (3 tests) | ❌ fail (1 tests) |" in body
+    assert "| tests | ❌ fail (3 of 3 tests failing) | ❌ fail (1 of 1 tests failing) |" in body
 
 
 def test_agent_written_text_cannot_break_the_table_or_forge_the_marker() -> None:

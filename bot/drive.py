@@ -156,6 +156,8 @@ def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
         work_dir=settings.reqdrive_work_dir,
         base_ref=record.base_branch,
         agent_command=settings.reqdrive_agent_command,
+        default_runner=settings.reqdrive_agent,
+        source_env=settings.process_environment,
         gate_path=settings.reqdrive_gate_path,
         credentials=credentials,
         secrets=tuple(secrets),

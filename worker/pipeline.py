@@ -119,7 +119,11 @@ class RunSpec:
     # Fresh credentials before every fetch and push (None: the remote needs none).
     credentials: CredentialsProvider | None = None
     secrets: tuple[str, ...] = ()
-    source_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # The environment the agent's allowlisted variables (PATH, locale, its API key) and the
+    # gates' PATH come from: given by the caller, never read here.
+    source_env: Mapping[str, str] = field(default_factory=dict)
+    # The runner when neither agent_runner nor the repository's config names one.
+    default_runner: str = "claude"
     # PATH for the gates (the operator's interpreter and tools first); default source_env's.
     gate_path: str | None = None
     # Where agent calls and gates run (REQDRIVE_SANDBOX); None runs them unconfined.
@@ -391,13 +395,10 @@ class Pipeline:
             folder=config.prompts,
         )
         settings = AgentSettings(
-            runner=self.spec.agent_runner
-            or config.agent.runner
-            or self.spec.source_env.get("REQDRIVE_AGENT")
-            or "claude",
+            runner=self.spec.agent_runner or config.agent.runner or self.spec.default_runner,
             model=config.agent_model,
             timeout_s=config.agent.timeout or DEFAULT_AGENT_TIMEOUT_S,
-            command=self.spec.agent_command or self.spec.source_env.get("REQDRIVE_AGENT_COMMAND"),
+            command=self.spec.agent_command,
         )
         self.agent_settings = settings
         self.runner: AgentRunner = self._given_runner or make_runner(

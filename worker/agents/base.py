@@ -134,7 +134,7 @@ class ProcessRunner:
         settings: AgentSettings,
         *,
         redactor: Redactor,
-        source_env: Mapping[str, str] = os.environ,
+        source_env: Mapping[str, str],
         grace_s: float = 5.0,
     ) -> None:
         self.settings = settings

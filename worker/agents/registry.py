@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from worker.agents.aider import AiderRunner
@@ -22,7 +21,7 @@ RUNNERS: dict[str, type[ProcessRunner]] = {
 
 
 def make_runner(
-    settings: AgentSettings, *, redactor: Redactor, source_env: Mapping[str, str] = os.environ
+    settings: AgentSettings, *, redactor: Redactor, source_env: Mapping[str, str]
 ) -> AgentRunner:
     """The runner settings.runner names; an unknown name or a missing template is an error."""
     runner = RUNNERS.get(settings.runner)

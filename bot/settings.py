@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.exceptions import ConfigurationError
 from worker.sandbox import SandboxMode
+from worker.validation import problems
 
 # Which variable a user must set, by settings field, for error messages.
 ENV_NAMES = {
@@ -124,18 +125,13 @@ def load_settings(**overrides: object) -> Settings:
 
 def _describe(exc: ValidationError) -> str:
     lines = ["reqdrive is not configured:"]
-    for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else ""
+    for problem in problems(exc):
+        field = problem.field
         name = ENV_NAMES.get(field, field.upper())
-        if error["type"] == "missing" or field in FIELD_HELP:
+        if problem.kind == "missing" or field in FIELD_HELP:
             lines.append(f"  set {name}: {FIELD_HELP.get(field, 'required')}")
         elif name:
-            lines.append(f"  {name}: {_message(error['msg'])}")
+            lines.append(f"  {name}: {problem.reason}")
         else:
-            lines.append(f"  {_message(error['msg'])}")
+            lines.append(f"  {problem.reason}")
     return "\n".join(lines)
-
-
-def _message(text: str) -> str:
-    # pydantic prefixes the text of a ValueError raised by a validator.
-    return text.removeprefix("Value error, ")

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from worker.exceptions import PrdError
+from worker.validation import problems
 
 MIN_STORIES = 1
 MAX_STORIES = 8
@@ -182,18 +183,8 @@ def _check_stories(stories: Sequence[Story]) -> None:
 
 
 def _describe(exc: ValidationError) -> str:
-    problems = []
-    for error in exc.errors():
-        where = _location(error["loc"])
-        problems.append(f"{where}: {error['msg'].lower()}")
-    return "prd.json is invalid: " + "; ".join(problems)
-
-
-def _location(loc: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "prd.json"
+    described = [f"{p.path or 'prd.json'}: {p.message.lower()}" for p in problems(exc)]
+    return "prd.json is invalid: " + "; ".join(described)
 
 
 def select_next_story(

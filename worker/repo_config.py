@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from worker.exceptions import RepoConfigError
 from worker.gates import UNSAFE_NAME_RE, GateSpec
+from worker.validation import Problem, problems
 from worker.workspace import run_git
 
 # Looked for in this order on the base commit; the first one found is the configuration.
@@ -200,14 +201,14 @@ def _gate_name_problems(config: RepoConfig) -> list[str]:
 
 
 def _describe(exc: ValidationError) -> list[str]:
-    problems = []
-    for error in exc.errors():
-        key = _key(error["loc"])
-        if error["type"] == "extra_forbidden":
-            problems.append(f"unknown key '{key}'{_did_you_mean(key)}")
+    described = []
+    for problem in problems(exc):
+        key = problem.path
+        if problem.kind == "extra_forbidden":
+            described.append(f"unknown key '{key}'{_did_you_mean(key)}")
         else:
-            problems.append(f"key '{key}': {error['msg'].lower()} (got {_shown(error)})")
-    return problems
+            described.append(f"key '{key}': {problem.message.lower()} (got {_shown(problem)})")
+    return described
 
 
 def _did_you_mean(key: str) -> str:
@@ -221,22 +222,8 @@ def _did_you_mean(key: str) -> str:
     return f" (did you mean '{close[0]}'?)" if close else " (remove it)"
 
 
-def _key(loc: tuple[int | str, ...]) -> str:
-    # Literal and union errors append the member tried ("str", "literal['a']"); the user
-    # wrote a key, so only the path down to it is shown.
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif "[" in part or part in {"str", "float", "int", "list", "none"}:
-            break
-        else:
-            text += f".{part}" if text else part
-    return text
-
-
-def _shown(error: Any) -> str:
-    value = error.get("input")
+def _shown(problem: Problem) -> str:
+    value = problem.value
     text = (
         json.dumps(value)
         if isinstance(value, str | int | float | bool | None)

@@ -163,7 +163,12 @@ def _loggable(delivery_id: str | None) -> str | None:
 
 
 def _accepted_answer(event: Event, accepted: Accepted) -> Answer:
-    jobs = [{"id": j.id, "kind": j.kind, "coalesced": j.coalesced} for j in accepted.jobs]
+    # A push editing a requirement whose run is running: that run queues this one when it ends.
+    jobs = [
+        {"id": j.id, "kind": j.kind, "coalesced": j.coalesced}
+        | ({"rerun": "after the running job ends"} if j.rerun else {})
+        for j in accepted.jobs
+    ]
     job_ids = [j.id for j in accepted.jobs]
     if accepted.duplicate:
         log.info("duplicate delivery", extra={"delivery_id": event.delivery_id})

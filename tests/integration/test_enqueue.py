@@ -260,6 +260,16 @@ def test_job_ids_are_one_per_requirement_per_repository() -> None:
     assert re.fullmatch(r"run-req-001-login-[0-9a-f]{12}", run)
 
 
+def test_requirement_names_that_slug_alike_get_their_own_job_ids() -> None:
+    # The slug folds "_" and "-" (and drops non-Latin letters); the hash of the exact path
+    # keeps the ids apart.
+    pairs = [("REQ-a_b.md", "REQ-a-b.md"), ("REQ-\u0436.md", "REQ-\u044f.md")]
+    for first, second in pairs:
+        ids = {job_id_for(request(requirement=f"docs/requirements/{name}")) for name in
+               (first, second)}  # fmt: skip
+        assert len(ids) == 2
+
+
 def test_replies_get_an_id_per_comment_apart_from_the_run() -> None:
     cancel = job_id_for(request(kind=JobKind.CANCEL, comment_id=1))
     assert cancel != job_id_for(request())

@@ -408,3 +408,18 @@ def test_a_push_naming_thousands_of_requirements_is_capped_and_says_so(
     assert status == 202
     assert len(answer["job_ids"]) == 20 == queue(redis_conn).count
     assert answer["capped"]["dropped"] == 65_536 - 20
+
+
+def test_a_push_editing_a_running_requirement_says_it_runs_again_after(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    body = webhooks.push_of([(["docs/requirements/REQ-001-a.md"], [], [])])
+    _, first = post(client, "push", body)
+    [job_id] = first["job_ids"]
+    redis_conn.hset(Job.key_for(job_id), "status", "started")  # a worker is running it
+    status, again = post(client, "push", body)
+    assert status == 202
+    assert again["jobs"] == [{**first["jobs"][0], "coalesced": True,
+                              "rerun": "after the running job ends"}]  # fmt: skip
+    stored = json.loads(redis_conn.get(f"reqdrive:rerun:{job_id}") or b"{}")
+    assert stored["requirement"] == "docs/requirements/REQ-001-a.md"

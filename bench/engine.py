@@ -134,7 +134,7 @@ def scripted_runner(tmp: Path, stories: int) -> AgentRunner:
         "--prompt {prompt_file} --run-dir {run_dir}"
     )
     settings = AgentSettings(runner="command", command=command, timeout_s=60)
-    return CommandRunner(settings, redactor=Redactor())
+    return CommandRunner(settings, redactor=Redactor(), source_env=os.environ)
 
 
 def one_run(kind: str, stories: int, files: int) -> tuple[float, float, float]:

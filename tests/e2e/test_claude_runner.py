@@ -103,7 +103,7 @@ def run_claude(
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     cancel = kw.pop("cancel", None)
     call = story_call(tmp_path, cwd, **kw)
-    runner = make_runner(AgentSettings(runner="claude"), redactor=Redactor())
+    runner = make_runner(AgentSettings(runner="claude"), redactor=Redactor(), source_env=os.environ)
     return runner.run(call, cancel=cancel), call
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -53,7 +54,9 @@ def test_a_repositorys_claude_settings_neither_widen_the_allowlist_nor_run_hooks
     with fake_anthropic(script) as server:
         agent_env.setenv("ANTHROPIC_BASE_URL", server.url)
         call = story_call(tmp_path, story_repo)
-        outcome = make_runner(AgentSettings(runner="claude"), redactor=Redactor()).run(call)
+        outcome = make_runner(
+            AgentSettings(runner="claude"), redactor=Redactor(), source_env=os.environ
+        ).run(call)
 
     assert outcome.error is not None and "Bash chmod 700 tests/test_greet.py" in outcome.error
     assert not marker.exists()
@@ -91,7 +94,9 @@ def test_the_cli_works_in_the_apps_sandbox_and_sees_nothing_of_the_worker(
         call.home_dir.mkdir(parents=True, exist_ok=True)
         confined = sandbox.bind(writable=[call.home_dir, call.run_dir], readonly=[call.prompt_file])
         call = replace(call, sandbox=confined)
-        outcome = make_runner(AgentSettings(runner="claude"), redactor=Redactor()).run(call)
+        outcome = make_runner(
+            AgentSettings(runner="claude"), redactor=Redactor(), source_env=os.environ
+        ).run(call)
         probed = tool_result_text(server.message_requests()[3].tool_results()[0])
 
     assert outcome.ok, outcome.error

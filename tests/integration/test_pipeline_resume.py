@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import os
 import threading
 import time
 from dataclasses import replace
@@ -52,7 +53,7 @@ class PricedRunner:
 
     def __init__(self, command: str, cost_usd: float) -> None:
         settings = AgentSettings(runner="command", command=command, timeout_s=60)
-        self._runner = CommandRunner(settings, redactor=Redactor())
+        self._runner = CommandRunner(settings, redactor=Redactor(), source_env=os.environ)
         self._cost = cost_usd
 
     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:

@@ -1,0 +1,151 @@
+"""The deployed stack for end-to-end tests: Redis, the Procfile's web and worker processes, the
+GitHub double, configured only through the documented environment variables."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import psutil
+import requests
+
+from tests.support import webhooks
+from tests.support.github_double import GitHubDouble
+from tests.support.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+PROCFILE = ROOT / "Procfile"
+
+
+def procfile_command(kind: str) -> str:
+    """The command the Procfile gives for `kind` (web, worker)."""
+    for line in PROCFILE.read_text().splitlines():
+        name, _, command = line.partition(":")
+        if not line.startswith("#") and name.strip() == kind:
+            return command.strip()
+    raise AssertionError(f"the Procfile has no {kind}: line")
+
+
+class Stack:
+    """Web and worker processes as the Procfile runs them, each in its own process group."""
+
+    def __init__(self, double: GitHubDouble, redis_url: str, root: Path, env: dict[str, str]):
+        self.double = double
+        self.root = root
+        self.port = free_port()
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "REQDRIVE_"))},
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PORT": str(self.port),
+            "GITHUB_APP_ID": str(double.app_id),
+            "GITHUB_PRIVATE_KEY": double.private_key_pem,
+            "GITHUB_WEBHOOK_SECRET": webhooks.SECRET,
+            "GITHUB_API_URL": double.api,
+            "REDIS_URL": redis_url,
+            "REQDRIVE_WORK_DIR": str(root / "work"),
+            "WEB_CONCURRENCY": "1",
+            **env,
+        }
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.pids: set[int] = set()
+
+    @property
+    def webhook_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/webhook"
+
+    def _start(self, kind: str, number: int) -> subprocess.Popen[bytes]:
+        log = (self.root / f"{kind}-{number}.log").open("ab")
+        process = subprocess.Popen(
+            ["sh", "-c", procfile_command(kind)],
+            env=self.env,
+            cwd=self.root,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.processes.append(process)
+        self.pids.add(process.pid)
+        return process
+
+    def start_web(self) -> None:
+        self._start("web", 1)
+        wait_for(self._healthy, 60, "the web process answers /healthz")
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        return self._start("worker", len(self.processes))
+
+    def kill_group(self, process: subprocess.Popen[bytes]) -> None:
+        """SIGKILL a process and everything in its group, as a crashed host would."""
+        self._remember_descendants()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def logs(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.root.glob("*.log")))
+
+    def _healthy(self) -> bool:
+        try:
+            return requests.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).ok
+        except requests.RequestException:
+            return False
+
+    def _remember_descendants(self) -> None:
+        for pid in list(self.pids):
+            with suppress(psutil.NoSuchProcess):
+                self.pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
+
+    def stop(self) -> None:
+        """SIGTERM every group, SIGKILL what stays, and assert nothing we started runs."""
+        self._remember_descendants()
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for pid in self.pids:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)  # leftovers of a group whose leader is gone
+        time.sleep(0.2)
+        alive = [pid for pid in self.pids if _running(pid)]
+        assert not alive, f"processes left running after teardown: {alive}"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not in {timeout_s:.0f} s: {what}")
+        time.sleep(0.1)
+
+
+@contextmanager
+def stack(
+    double: GitHubDouble, redis_url: str, root: Path, *, workers: int = 1, **env: str
+) -> Iterator[Stack]:
+    """A started stack (web + `workers` workers); stopped by PID at the end."""
+    running = Stack(double, redis_url, root, env)
+    try:
+        running.start_web()
+        for _ in range(workers):
+            running.start_worker()
+        yield running
+    finally:
+        running.stop()

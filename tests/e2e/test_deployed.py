@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,6 +110,130 @@ def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(
     for secret in double.secrets():
         assert all(secret not in text for text in visible), "a secret reached GitHub"
         assert secret not in logs, "a secret reached the logs"
+
+
+def _scene(tmp_path: Path, double: GitHubDouble, *, role: str = "write") -> tuple[Path, int]:
+    """The shop repository on the double with an issue; the scripted agent's command."""
+    project = project_factory(tmp_path)(config={"agent": {"runner": "command", "timeout": 120}})
+    source = tmp_path / "source"
+    double.add_repository(REPO, source)
+    double.set_file(
+        REPO, "main", ".github/reqdrive.yml", (source / ".github/reqdrive.yml").read_text()
+    )
+    double.set_role(REPO, "alice", role)
+    issue = double.add_issue(REPO, "Features", "Build features one and two.")
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [implement(1)], "US-002": [implement(2)]}}
+    )
+    (tmp_path / "stack").mkdir()
+    return Path(project.agent_command(scenario)), issue
+
+
+def _env(command: Path) -> dict[str, str]:
+    return {
+        "REQDRIVE_AGENT_COMMAND": str(command),
+        "REQDRIVE_SANDBOX": "off",
+        "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
+        "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
+    }
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "calls.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [line.split(" pid=")[0] for line in lines]
+
+
+def _done(double: GitHubDouble, issue: int) -> bool:
+    return any("✅ Done" in c["body"] for c in double.comments_on(REPO, issue))
+
+
+def test_a_delivery_twice_and_the_label_twice_make_one_run_and_one_pr(
+    tmp_path: Path, double: GitHubDouble, redis_url: str
+) -> None:
+    command, issue = _scene(tmp_path, double)
+    with stack(double, redis_url, tmp_path / "stack", **_env(command)) as running:
+        payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
+        for _ in range(2):
+            answer = double.deliver(running.webhook_url, "issues", payload, delivery_id="same-1")
+            assert answer.status_code in (200, 202)
+        again = double.labeled_payload(REPO, issue, "reqdrive", "alice")
+        assert double.deliver(running.webhook_url, "issues", again).status_code in (200, 202)
+        wait_for(lambda: _done(double, issue), 240, "the run finished")
+        time.sleep(3)  # a second run, if one was queued, would have started by now
+
+    assert _calls(tmp_path) == ["plan 1", "US-001 1", "US-002 1"]
+    assert len(double.pulls_of(REPO)) == 1
+    progress = [c for c in double.comments_on(REPO, issue) if "reqdrive:progress" in c["body"]]
+    assert len(progress) == 1
+
+
+def test_a_commenter_without_write_permission_gets_one_reply_and_nothing_runs(
+    tmp_path: Path, double: GitHubDouble, redis_url: str
+) -> None:
+    command, issue = _scene(tmp_path, double, role="read")
+    with stack(double, redis_url, tmp_path / "stack", **_env(command)) as running:
+        payload = double.comment_payload(REPO, issue, "/reqdrive run", "alice")
+        assert double.deliver(running.webhook_url, "issue_comment", payload).status_code in (
+            200,
+            202,
+        )
+        wait_for(lambda: bool(double.comments_on(REPO, issue)), 60, "a reply")
+        time.sleep(3)
+
+    assert len(double.comments_on(REPO, issue)) == 1
+    assert _calls(tmp_path) == []
+    assert double.pulls_of(REPO) == []
+    assert double.pushes == []
+
+
+def test_the_apps_own_comment_push_and_label_trigger_nothing(
+    tmp_path: Path, double: GitHubDouble, redis_url: str
+) -> None:
+    command, issue = _scene(tmp_path, double)
+    bot = "reqdrive[bot]"
+    with stack(double, redis_url, tmp_path / "stack", **_env(command)) as running:
+        deliveries = [
+            ("issue_comment", double.comment_payload(REPO, issue, "/reqdrive run", bot)),
+            ("issues", double.labeled_payload(REPO, issue, "reqdrive", bot)),
+        ]
+        for event, payload in deliveries:
+            answer = double.deliver(running.webhook_url, event, payload)
+            assert answer.status_code < 300
+        time.sleep(5)
+
+    assert _calls(tmp_path) == []
+    assert double.writes() == []
+
+
+def test_a_run_completes_with_a_fifth_of_api_calls_failing_502_and_nothing_duplicated(
+    tmp_path: Path, double: GitHubDouble, redis_url: str
+) -> None:
+    command, issue = _scene(tmp_path, double)
+    with stack(double, redis_url, tmp_path / "stack", **_env(command)) as running:
+        double.fail_some(0.2)
+        payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
+        assert double.deliver(running.webhook_url, "issues", payload).status_code == 202
+        try:
+            wait_for(lambda: _done(double, issue), 300, "the run finished")
+        except AssertionError:
+            raise AssertionError(running.logs()[-4000:]) from None
+        double.fail_some(0.0)
+
+    assert any(call.status == 502 for call in double.requests_made())
+    assert _calls(tmp_path) == ["plan 1", "US-001 1", "US-002 1"]
+    [pull] = double.pulls_of(REPO)
+    assert (
+        len(
+            git(double.bare(REPO), "log", "--format=%s", f"main..{pull['head']['ref']}").split("\n")
+        )
+        == 2
+    )
+    progress = [c for c in double.comments_on(REPO, issue) if "reqdrive:progress" in c["body"]]
+    assert len(progress) == 1
+    head = git(double.bare(REPO), "rev-parse", pull["head"]["ref"])
+    checks = [r for r in double.check_runs_of(REPO) if r["head_sha"] == head]
+    assert [(r["status"], r["conclusion"]) for r in checks] == [("completed", "success")]
 
 
 def _basic(token: str) -> str:

@@ -157,7 +157,7 @@ def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
         base_ref=record.base_branch,
         agent_command=settings.reqdrive_agent_command,
         default_runner=settings.reqdrive_agent,
-        source_env=settings.process_environment,
+        source_env=rt.environment,
         gate_path=settings.reqdrive_gate_path,
         credentials=credentials,
         secrets=tuple(secrets),

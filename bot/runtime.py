@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ class Runtime:
     records: RunRecords
     checkpoints: RedisCheckpointStore
     queue: Queue
+    # The worker's environment as it was at start: the engine takes the agent's allowlisted
+    # variables (PATH, locale, its API key) from it through RunSpec, never from os.environ.
+    environment: dict[str, str]
 
 
 _current: Runtime | None = None
@@ -70,6 +74,7 @@ def configure(
         records=RunRecords(conn),
         checkpoints=RedisCheckpointStore(conn),
         queue=Queue(settings.reqdrive_queue, connection=conn, serializer=JSONSerializer),
+        environment=dict(os.environ),
     )
     return _current
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal, Self
 
@@ -60,9 +59,7 @@ class Settings(BaseSettings):
     reqdrive_body_deadline_s: float = Field(default=10.0, gt=0)
     # Logs (bot/logs.py): JSON lines, or readable text; unset, text on a terminal, else JSON.
     reqdrive_log_format: Literal["json", "text"] | None = None
-    # The process's environment as it was when the settings were loaded: the engine takes the
-    # agent's allowlisted variables (PATH, locale, its API key) from it through RunSpec.
-    process_environment: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
+
     reqdrive_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Every agent call and gate runs in a bubblewrap sandbox; "off" runs them unconfined (the
     # worker says so loudly). Extra read-only toolchain folders, separated like PATH.
@@ -117,8 +114,7 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Read the environment once; turn validation errors into one actionable message."""
     try:
-        values = {"process_environment": dict(os.environ), **overrides}
-        return Settings(**values)  # type: ignore[arg-type]
+        return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigurationError(_describe(exc)) from None
 

@@ -25,7 +25,13 @@ REDIS_SOCKET_TIMEOUT_S = 2.0
 
 
 def create_app(settings: Settings | None = None) -> Flask:
-    """The Flask app; with no settings they are read from the environment (the server's factory)."""
+    """The Flask app (WSGI); with no settings they are read from the environment."""
+    return build_app(settings)[0]
+
+
+def build_app(settings: Settings | None = None) -> tuple[Flask, Intake, DeliveryCounter]:
+    """The Flask app with its intake and delivery counter, which the ASGI front (bot/asgi.py,
+    what `reqdrive serve` runs) serves /webhook with."""
     if settings is None:  # the web server's own process: its logs are ours to configure
         settings = load_settings()
         configure_from(settings)
@@ -47,7 +53,7 @@ def create_app(settings: Settings | None = None) -> Flask:
                         settings.reqdrive_body_deadline_s)  # fmt: skip
     endpoint = WebhookEndpoint(app.wsgi_app, intake, budget)
     app.wsgi_app = CountingEndpoint(endpoint, counter)  # type: ignore[method-assign]
-    return app
+    return app, intake, counter
 
 
 def redis_connection(url: str) -> redis.Redis:

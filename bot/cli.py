@@ -27,12 +27,12 @@ from bot.startup import (
 # (bench/README.md); one worker process per core, WEB_CONCURRENCY to override.
 # The server's own log lines go through bot/logs.py's formatter too (server_logging.json).
 WEB_SERVER = (
-    "granian", "--interface", "wsgi", "--workers", "{workers}", "--host", "{host}",
+    "granian", "--interface", "asgi", "--workers", "{workers}", "--host", "{host}",
     "--port", "{port}", "--no-access-log", "--log-config", "{log_config}",
-    # Slow clients: headers within 10 s (GitHub's own delivery timeout); bodies are read with
-    # a deadline by bot/bodies.py, which leaves at least 32 of these threads to other requests.
-    "--http1-header-read-timeout", "10000", "--blocking-threads", "128",
-    "--factory", "bot.app:create_app",
+    # Slow clients: headers within 10 s (GitHub's own delivery timeout); bodies are read by
+    # bot/asgi.py within a deadline and a memory budget, holding no thread while they arrive.
+    "--http1-header-read-timeout", "10000",
+    "--factory", "bot.asgi:create_asgi_app",
 )  # fmt: skip
 SERVER_LOG_CONFIG = Path(__file__).with_name("server_logging.json")
 
@@ -52,6 +52,7 @@ ENGINE_HELP = {
     "logs": "a run's progress and its current agent call's log",
 }
 
+MMAP_THRESHOLD_BYTES = 1024 * 1024
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3000
 # How long `up` lets a running job finish after Ctrl-C. A job stopped sooner is retried later
@@ -160,6 +161,10 @@ def _serve(args: argparse.Namespace) -> int:
     load_settings()
     ensure_port_free(args.host, args.port)
     argv = web_server_argv(args.host, args.port)
+    # glibc raises its mmap threshold to the size of the largest block freed (up to 32 MiB),
+    # after which 25 MiB delivery bodies come from the heap and are never given back: a fixed
+    # threshold keeps every body above 1 MiB in its own mapping, returned when it is freed.
+    os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))
     sys.stdout.flush()
     sys.stderr.flush()
     # exec: the server becomes this process, so signals from a supervisor reach it directly.

@@ -18,6 +18,8 @@ import redis
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
+from bot.asgi import BODY_DEADLINE_S, UNVERIFIED_BUDGET_BYTES
+from bot.cli import MMAP_THRESHOLD_BYTES, web_server_argv
 from bot.intake import MAX_BODY_BYTES
 from tests.support import webhooks
 from tests.support.ports import closed_port, free_port
@@ -28,9 +30,12 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 WORKERS = 2
-# Both servers the web process may run on; WebhookEndpoint reads wsgi.input itself, so each
-# server's way of passing bodies (sized, chunked, never sent) is exercised.
+# The servers the web process may run on: "serve" is exactly what `reqdrive serve` (the
+# Procfile's web line) execs, granian's ASGI interface with bot/asgi.py in front; the WSGI
+# app on gunicorn and granian is what a WSGI deployment gets (WebhookEndpoint reads
+# wsgi.input itself, so each server's way of passing bodies is exercised).
 SERVERS = {
+    "serve": [],  # web_server_argv(), filled in per port
     "gunicorn": [str(BIN / "gunicorn"), "--no-control-socket", "--bind", "127.0.0.1:{port}",
                  "--workers", str(WORKERS), "--threads", "8", "bot.app:create_app()"],
     "granian": [str(BIN / "granian"), "--interface", "wsgi", "--workers", str(WORKERS),
@@ -39,7 +44,11 @@ SERVERS = {
 # The log line of each worker that is ready. Both servers listen before their workers are;
 # granian 2.8 hangs if SIGTERM comes while a worker is still starting, so a test server is
 # used, and stopped, only once every worker has started.
-WORKER_READY = {"gunicorn": b"Booting worker with pid", "granian": b"Started worker-"}
+WORKER_READY = {
+    "gunicorn": b"Booting worker with pid",
+    "granian": b"Started worker-",
+    "serve": b"Started worker-",
+}
 START_TIMEOUT_S = 30.0
 
 Reply = tuple[int, dict[str, object]]
@@ -55,8 +64,13 @@ class WebProcess:
             "GITHUB_WEBHOOK_SECRET": webhooks.SECRET,
             "REDIS_URL": redis_url,
             "REQDRIVE_APP_SLUG": "reqdrive",
+            "WEB_CONCURRENCY": str(WORKERS),
         }
-        argv = [arg.format(port=self.port) for arg in SERVERS[server]]
+        if server == "serve":
+            argv = web_server_argv("127.0.0.1", self.port)
+            env["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD_BYTES)  # as _serve sets it
+        else:
+            argv = [arg.format(port=self.port) for arg in SERVERS[server]]
         self._ready = WORKER_READY[server]
         self._log = log.open("wb")
         self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log, stderr=self._log)
@@ -237,3 +251,80 @@ def test_metrics_add_up_across_the_servers_processes(web: WebProcess) -> None:
         assert time.monotonic() < deadline, text
         time.sleep(0.5)
     assert 'reqdrive_queue_jobs{state="queued"}' in text
+
+
+# Hostile clients (issue 7), against the server `reqdrive serve` runs
+
+
+@pytest.fixture(scope="module")
+def served(
+    redis_session_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebProcess]:
+    log = tmp_path_factory.mktemp("served") / "serve.log"
+    server = WebProcess("serve", redis_session_url, log)
+    yield server
+    server.stop()
+
+
+def _trickle(port: int, declared: int) -> socket.socket:
+    """A client that sends a delivery's headers and a few bytes of its body, then waits."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(
+        b"POST /webhook HTTP/1.1\r\nHost: localhost\r\nX-GitHub-Event: issues\r\n"
+        b"X-GitHub-Delivery: slow\r\nContent-Length: %d\r\n\r\n{" % declared
+    )
+    return s
+
+
+def test_slow_bodies_hold_no_thread_and_get_408_at_the_deadline(
+    served: WebProcess, redis_conn: redis.Redis
+) -> None:
+    held = [_trickle(served.port, 1000) for _ in range(600)]
+    try:
+        # More slow clients than the WSGI servers have threads: a real delivery and the
+        # health check are still answered while they are held.
+        assert served.request("GET", "/healthz") == (200, {"redis": "ok"})
+        status, answer = served.deliver("issues", webhooks.labeled(number=11))
+        assert status == 202
+        assert queue(redis_conn).job_ids == answer["job_ids"]
+        # A client still trickling when the deadline passes is answered and let go.
+        held[0].settimeout(BODY_DEADLINE_S + 20)
+        assert held[0].makefile("rb").readline().split()[1] == b"408"
+    finally:
+        for s in held:
+            s.close()
+
+
+def _memory(server: WebProcess) -> int:
+    import psutil
+
+    main = psutil.Process(server.process.pid)
+    return sum(p.memory_info().rss for p in [main, *main.children(recursive=True)])
+
+
+def test_unsigned_uploads_cannot_grow_the_process_past_its_budget(served: WebProcess) -> None:
+    size, uploads = 20 * 1024 * 1024, 24  # 480 MiB in flight if nothing refused them
+    body = b"x" * size
+    headers = {"X-GitHub-Event": "issues", "X-GitHub-Delivery": "big",
+               "X-Hub-Signature-256": "sha256=" + "0" * 64}  # fmt: skip
+    before = _memory(served)
+    peak = before
+
+    def upload() -> int:
+        try:
+            return served.request("POST", "/webhook", body, headers)[0]
+        except (BrokenPipeError, ConnectionResetError):
+            return 503  # answered (503, before reading) and closed while the body was sent
+
+    with ThreadPoolExecutor(max_workers=uploads) as pool:
+        futures = [pool.submit(upload) for _ in range(uploads)]
+        while not all(f.done() for f in futures):
+            peak = max(peak, _memory(served))
+            time.sleep(0.02)
+        statuses = sorted(f.result() for f in futures)
+    # Each of the server's processes holds at most its budget of unverified bodies (plus one
+    # body being verified); without the budget every upload was held at once.
+    bound = WORKERS * (UNVERIFIED_BUDGET_BYTES + 2 * size) + 64 * 1024 * 1024
+    assert peak - before < bound < uploads * size
+    assert set(statuses) <= {401, 503}  # never verified; refused beyond the budget
+    assert 401 in statuses

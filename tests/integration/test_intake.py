@@ -17,6 +17,7 @@ from rq.serializers import JSONSerializer
 
 from bot.app import create_app
 from bot.intake import MAX_BODY_BYTES
+from bot.metrics import METRICS_KEY
 from bot.settings import Settings, load_settings
 from tests.support import webhooks
 from tests.support.ports import closed_port
@@ -208,7 +209,9 @@ def test_a_subscribed_event_without_a_trigger_is_ignored(
     client: FlaskClient, redis_conn: redis.Redis, event: str, name: str
 ) -> None:
     assert post(client, event, webhooks.example_bytes(event, name))[0] == 204
-    assert redis_conn.dbsize() == 0  # no delivery recorded, no job
+    # No delivery recorded, no job: at most the delivery counters of /metrics, which every
+    # app of this session adds to Redis in the background.
+    assert set(redis_conn.keys()) <= {METRICS_KEY.encode()}
 
 
 def test_an_ignored_event_still_needs_a_signature_when_it_is_subscribed(

@@ -70,7 +70,7 @@ def test_web_server_runs_in_this_interpreter_on_the_given_address() -> None:
     assert argv[:3] == [sys.executable, "-m", cli.WEB_SERVER[0]]
     assert any("8123" in arg for arg in argv)
     assert any("192.0.2.7" in arg for arg in argv)
-    assert any("bot.app:create_app" in arg for arg in argv)
+    assert any("bot.asgi:create_asgi_app" in arg for arg in argv)
 
 
 def test_replay_defaults_to_the_local_stack() -> None:

@@ -29,7 +29,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     return build_app(settings)[0]
 
 
-def build_app(settings: Settings | None = None) -> tuple[Flask, Intake, DeliveryCounter]:
+def build_app(
+    settings: Settings | None = None,
+) -> tuple[Flask, Intake, DeliveryCounter, BodyBudget]:
     """The Flask app with its intake and delivery counter, which the ASGI front (bot/asgi.py,
     what `reqdrive serve` runs) serves /webhook with."""
     if settings is None:  # the web server's own process: its logs are ours to configure
@@ -53,7 +55,7 @@ def build_app(settings: Settings | None = None) -> tuple[Flask, Intake, Delivery
                         settings.reqdrive_body_deadline_s)  # fmt: skip
     endpoint = WebhookEndpoint(app.wsgi_app, intake, budget)
     app.wsgi_app = CountingEndpoint(endpoint, counter)  # type: ignore[method-assign]
-    return app, intake, counter
+    return app, intake, counter, budget
 
 
 def redis_connection(url: str) -> redis.Redis:

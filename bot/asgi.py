@@ -6,21 +6,21 @@ for as long as the client takes to send it: a few hundred clients trickling bodi
 thread, and /healthz and real deliveries waited behind them (issue 7 measured 560). Here a
 slow body costs a coroutine, never a thread; it gets BODY_DEADLINE_S to arrive (GitHub itself
 gives up on an answer after ten seconds), and the bytes held by bodies not yet verified are
-capped per process, so unsigned uploads cannot grow the process without bound.
+capped per process (the same BodyBudget as the WSGI path), so unsigned uploads cannot grow the
+process without bound.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
 
 from bot.app import build_app
+from bot.bodies import MAX_BODY_BYTES, BodyBudget
 from bot.intake import (
-    MAX_BODY_BYTES,
     TOO_LARGE,
     WEBHOOK_PATH,
     Answer,
@@ -36,35 +36,14 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-BODY_DEADLINE_S = 10.0
-# Bodies not yet verified that one process holds at once. A delivery over what is left waits
-# for nothing: it is answered 503 and GitHub shows it as failed, to be redelivered.
-UNVERIFIED_BUDGET_BYTES = 64 * 1024 * 1024
-SLOW_BODY = Answer(408, {"error": f"body not received within {BODY_DEADLINE_S:g}s"})
+# The deadline and the byte budget are the WSGI path's (bot/bodies.py, REQDRIVE_BODY_*): a
+# delivery over what is left of the budget waits for nothing: it is answered 503 and GitHub
+# shows it as failed, to be redelivered.
+SLOW_BODY = Answer(408, {"error": "the body did not arrive in time"})
 BUSY = Answer(503, {"error": "too many deliveries arriving at once; redeliver later"})
 POST_ONLY = Answer(405, {"error": "deliveries are POSTed"})
 OVERLONG = Answer(400, {"error": "body longer than its Content-Length"})
 GONE = Answer(400, {"error": "the client closed the connection before the body arrived"})
-
-
-class ByteBudget:
-    """Bytes reserved by bodies in flight, across the threads and loops of one process."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.held = 0
-        self._lock = threading.Lock()
-
-    def reserve(self, size: int) -> bool:
-        with self._lock:
-            if self.held + size > self.limit:
-                return False
-            self.held += size
-            return True
-
-    def release(self, size: int) -> None:
-        with self._lock:
-            self.held -= size
 
 
 class WebhookASGI:
@@ -75,15 +54,12 @@ class WebhookASGI:
         intake: Intake,
         counter: DeliveryCounter,
         fallback: Callable[[Scope, Receive, Send], Awaitable[None]],
-        *,
-        budget: ByteBudget | None = None,
-        deadline_s: float = BODY_DEADLINE_S,
+        budget: BodyBudget,
     ) -> None:
         self._intake = intake
         self._counter = counter
         self._fallback = fallback
-        self._budget = budget or ByteBudget(UNVERIFIED_BUDGET_BYTES)
-        self._deadline_s = deadline_s
+        self._budget = budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != WEBHOOK_PATH:
@@ -119,7 +95,7 @@ class WebhookASGI:
                 if not self._budget.reserve(length):
                     return BUSY
                 reserved = length
-            async with asyncio.timeout(self._deadline_s):
+            async with asyncio.timeout(self._budget.deadline_s):
                 size, more = 0, True
                 while more:
                     message = await receive()
@@ -166,5 +142,6 @@ def _content_length(headers: dict[str, str]) -> int | None:
 
 def create_asgi_app() -> WebhookASGI:
     """The web server's factory (granian --interface asgi): settings from the environment."""
-    flask_app, intake, counter = build_app()
-    return WebhookASGI(intake, counter, WSGIMiddleware(flask_app))  # type: ignore[arg-type]
+    flask_app, intake, counter, budget = build_app()
+    fallback: Any = WSGIMiddleware(flask_app)  # type: ignore[arg-type]  # a2wsgi's own scope types
+    return WebhookASGI(intake, counter, fallback, budget)

@@ -18,14 +18,18 @@ import redis
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
-from bot.asgi import BODY_DEADLINE_S, UNVERIFIED_BUDGET_BYTES
 from bot.cli import MMAP_THRESHOLD_BYTES, web_server_argv
 from bot.intake import MAX_BODY_BYTES
+from bot.settings import Settings
 from tests.support import webhooks
 from tests.support.ports import closed_port, free_port
 from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
 
 pytestmark = pytest.mark.e2e
+
+# What `reqdrive serve` holds for bodies by default (REQDRIVE_BODY_BUDGET_MIB, _DEADLINE_S).
+BODY_DEADLINE_S = float(Settings.model_fields["reqdrive_body_deadline_s"].default)
+UNVERIFIED_BUDGET_BYTES = int(Settings.model_fields["reqdrive_body_budget_mib"].default) << 20
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -52,14 +52,18 @@ def scan(repo: Path, files: dict[str, bytes]) -> list[str]:
     return [str(f) for f in SecretScanner(redactor).scan_change(repo, "HEAD")]
 
 
+# Archives are built with fixed timestamps: they are test parameters, and pytest-xdist's
+# workers must collect byte-identical ones (a clock second apart, they did not).
 def gzipped(data: bytes) -> bytes:
-    return gzip.compress(data)
+    return gzip.compress(data, mtime=0)
 
 
 def zipped(data: bytes) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("inner/config.txt", data)
+        entry = zipfile.ZipInfo("inner/config.txt", (1980, 1, 1, 0, 0, 0))
+        entry.compress_type = zipfile.ZIP_DEFLATED  # a ZipInfo would be stored uncompressed
+        archive.writestr(entry, data)
     return buffer.getvalue()
 
 
@@ -113,7 +117,7 @@ def test_files_that_cannot_be_scanned_are_refused_not_skipped(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(secret_scan, "MAX_SCAN_BYTES", 1000)
-    bomb = gzip.compress(b"\0" * 100_000)  # small as stored, too large unpacked
+    bomb = gzip.compress(b"\0" * 100_000, mtime=0)  # small as stored, too large unpacked
     findings = scan(
         repo,
         {"big.txt": b"x" * 2000, "bomb.gz": bomb, "broken.gz": b"\x1f\x8b" + b"garbage" * 10},

@@ -106,13 +106,12 @@ def execute(
     )  # fmt: skip
     if note:
         reporter.note(note)
-    if plan_only:
-        reporter.cancel_after_plan = cancel  # type: ignore[attr-defined]
     monitor = Monitor(rt, record, cancel)
     with run_lock(rt, record):
         monitor.start()
         try:
-            pipeline = Pipeline(_spec(rt, record), reporter=MeteredReporter(reporter, rt.conn),
+            pipeline = Pipeline(_spec(rt, record, plan_only=plan_only),
+                                reporter=MeteredReporter(reporter, rt.conn),
                                 checkpoints=rt.checkpoints, cancel=cancel)  # fmt: skip
             return pipeline.run()
         except Exception as error:
@@ -133,7 +132,7 @@ def execute(
             _rerun_if_asked(rt, record)
 
 
-def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
+def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec:
     settings = rt.settings
 
     def credentials() -> GitCredentials:
@@ -148,6 +147,7 @@ def _spec(rt: Runtime, record: RunRecord) -> RunSpec:
     if settings.redis_url:  # the Redactor also hides its password on its own
         secrets.append(settings.redis_url)
     return RunSpec(
+        plan_only=plan_only,
         run_id=record.run_id,
         requirement=Requirement(
             text=record.text, source=record.source, slug=record.slug, repo_path=record.repo_path
@@ -196,12 +196,6 @@ def _rerun_if_asked(rt: Runtime, record: RunRecord) -> None:
 
 class PlanReporter(GitHubReporter):
     """`/reqdrive plan`: stop once the plan is ready and post it for review."""
-
-    cancel_after_plan: threading.Event
-
-    def plan_ready(self, stories: Any) -> None:
-        super().plan_ready(stories)
-        self.cancel_after_plan.set()
 
     def story_started(self, story: Any, attempt: int, iteration: int) -> None:
         pass

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from enum import IntEnum
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from worker.exceptions import (
     AgentError,
@@ -35,7 +34,7 @@ from worker.run_folder import PRD_JSON
 from worker.run_ids import check_run_id
 from worker.sandbox import Sandbox, SandboxMode, make_sandbox, readonly_paths
 from worker.slugs import slugify
-from worker.state import FileCheckpointStore, StopReason, StoryRecord
+from worker.state import FileCheckpointStore, StopReason
 from worker.workspace import run_git
 
 # Environment variables whose values are secrets wherever they appear in output.
@@ -128,11 +127,9 @@ def main(argv: Sequence[str] | None = None, *, plan_only: bool = False) -> int:
     previous = signal.signal(signal.SIGINT, _cancel_on(cancel))
     redactor = Redactor()  # until the run's own, which knows the secret values too
     try:
-        spec = _spec(args)
+        spec = _spec(args, plan_only=plan_only)
         store = FileCheckpointStore(spec.work_dir / "runs")
         reporter: Reporter = ConsoleReporter(sys.stderr if plan_only else None)
-        if plan_only:
-            reporter = PlanOnlyReporter(reporter, cancel)
         pipeline = Pipeline(spec, reporter=reporter, checkpoints=store, cancel=cancel)
         redactor = pipeline.redactor
         result = pipeline.run()
@@ -177,21 +174,6 @@ def _print_plan(pipeline: Pipeline, requirement: str, *, json_output: bool) -> i
     return int(ExitCode.SUCCESS)
 
 
-class PlanOnlyReporter:
-    """Passes every event on, and stops the run once the plan is ready (`reqdrive plan`)."""
-
-    def __init__(self, inner: Reporter, cancel: threading.Event) -> None:
-        self._inner = inner
-        self._cancel = cancel
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
-        self._inner.plan_ready(stories)
-        self._cancel.set()
-
-
 def _cancel_on(cancel: threading.Event) -> Callable[[int, FrameType | None], None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         print("reqdrive run: stopping after the current step (Ctrl-C)", file=sys.stderr)
@@ -207,7 +189,7 @@ def exit_code_for(error: ReqdriveError) -> ExitCode:
     return ExitCode.GENERAL_ERROR
 
 
-def _spec(args: argparse.Namespace) -> RunSpec:
+def _spec(args: argparse.Namespace, *, plan_only: bool = False) -> RunSpec:
     if args.run_id is not None:
         check_run_id(args.run_id)  # before anything is written under the work dir
     root = repo_root(Path.cwd())
@@ -221,6 +203,7 @@ def _spec(args: argparse.Namespace) -> RunSpec:
     work_dir = args.work_dir or Path(env.get("REQDRIVE_WORK_DIR") or root / ".reqdrive")
     _keep_out_of_git_status(work_dir.resolve(), root.resolve())
     return RunSpec(
+        plan_only=plan_only,
         plan_text=_plan_text(getattr(args, "plan", None)),
         run_id=args.run_id or requirement.slug,
         requirement=requirement,

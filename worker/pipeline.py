@@ -135,6 +135,9 @@ class RunSpec:
     # A reviewed prd.json (`reqdrive run --plan FILE`): used instead of asking the agent, and
     # validated like an agent-written one.
     plan_text: str | None = None
+    # Stop once the plan is made (`reqdrive plan`, `/reqdrive plan`): the engine cancels its
+    # own story loop, so no story starts whatever a reporter does or how late it hears.
+    plan_only: bool = False
 
     def __post_init__(self) -> None:
         # The run id names folders under the work dir: refused before any of them is made.
@@ -248,6 +251,8 @@ class Pipeline:
         if cp.prd is None or self._replaces_plan():
             self._plan()
         self.reporter.plan_ready(cp.stories)
+        if self.spec.plan_only:
+            self.cancel.set()
         self._enter(RunStep.IMPLEMENT)
         cp.stop_reason = self._implement()
         self._enter(RunStep.VERIFY)

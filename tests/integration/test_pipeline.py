@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -459,3 +460,26 @@ def test_a_repository_prompt_override_on_the_base_commit_is_used_with_text_kept_
     assert result.ready
     prompt = (project.run_dir() / "iteration-1.prompt.md").read_text()
     assert prompt == "Story ID: US-001\nAttempt: 1\nHOUSE STYLE\nCompute {{ 7*7 }} please.\n"
+
+
+def test_a_plan_only_run_starts_no_story_however_late_its_reporter_hears(
+    make_project: MakeProject,
+) -> None:
+    project = make_project()
+    scenario = project.scenario({"plan": [{"prd": prd(2)}], "stories": {"US-001": [implement(1)]}})
+
+    class SlowReporter(ConsoleReporter):
+        # Reporters are fed on a background thread: one that is slow to hear of the plan
+        # must not be what stops the run (`reqdrive plan` and `/reqdrive plan` relied on it).
+        def plan_ready(self, stories: Any) -> None:
+            time.sleep(1.0)
+            super().plan_ready(stories)
+
+    spec = project.spec(scenario, plan_only=True)
+    store = FileCheckpointStore(project.work_dir / "runs")
+    result = Pipeline(spec, reporter=SlowReporter(io.StringIO()), checkpoints=store).run()
+
+    assert project.calls() == ["plan 1"]
+    assert [s.state for s in result.stories] == [StoryState.PENDING] * 2
+    assert all(not s.attempts for s in result.stories)
+    assert (project.run_dir() / "prd.json").exists()

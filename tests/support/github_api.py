@@ -58,8 +58,9 @@ class Operation:
         )
 
 
-def check_request(method: str, url: str, body: bytes | str | Any | None) -> None:
-    """Raise AssertionError unless this request is one GitHub's description allows.
+def check_request(method: str, url: str, body: bytes | str | Any | None) -> str:
+    """Raise AssertionError unless this request is one GitHub's description allows; return
+    the operation it was checked against ("POST /repos/{owner}/{repo}/...", or "graphql").
 
     `url` is a full URL or a path (with its query); `body` the raw bytes or text sent, or the
     JSON value already decoded; None or empty for no body.
@@ -69,12 +70,13 @@ def check_request(method: str, url: str, body: bytes | str | Any | None) -> None
     value = _decoded(method, path, body)
     if method.upper() == "POST" and path in GRAPHQL_PATHS:
         _check_graphql(value)
-        return
+        return "graphql"
     operation = _operation(method.lower(), path.removeprefix(ENTERPRISE_PREFIX))
     match = operation.pattern.fullmatch(path.removeprefix(ENTERPRISE_PREFIX))
     assert match is not None
     _check_parameters(operation, {k: unquote(v) for k, v in match.groupdict().items()}, query)
     _check_body(operation, value)
+    return f"{operation.method.upper()} {operation.template}"
 
 
 def check_response(method: str, url: str, status: int, body: bytes | str | Any | None) -> None:

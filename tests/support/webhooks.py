@@ -40,11 +40,13 @@ def variant(event: str, name: str, change: Callable[[dict[str, Any]], None]) -> 
     return json.dumps(payload).encode()
 
 
-def validate(event: str, payload: dict[str, Any]) -> None:
-    """Raise unless the payload matches octokit's schema for its event and action."""
+def validate(event: str, payload: dict[str, Any]) -> str:
+    """Raise unless the payload matches octokit's schema for its event and action; return
+    the schema's id ("issues$labeled")."""
     action = payload.get("action", "event") if event not in {"push", "ping"} else "event"
-    ref = {"$ref": f"{event}${action}"}
-    jsonschema.Draft7Validator(ref, registry=_registry()).validate(payload)
+    schema_id = f"{event}${action}"
+    jsonschema.Draft7Validator({"$ref": schema_id}, registry=_registry()).validate(payload)
+    return schema_id
 
 
 @cache

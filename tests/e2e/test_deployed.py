@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_pipeline import git, implement, prd, project_factory
+from tests.integration.test_pipeline import git
 from tests.support.github_double import GitHubDouble, github_double
 from tests.support.harness import stack, wait_for
+from tests.support.leaks import assert_no_secrets
+from tests.support.scenes import Scene, all_calls, shop
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -27,30 +29,13 @@ def double(tmp_path: Path) -> Iterator[GitHubDouble]:
 
 
 def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(
-    tmp_path: Path, double: GitHubDouble, redis_url: str
+    tmp_path: Path, double: GitHubDouble
 ) -> None:
-    project = project_factory(tmp_path)(config={"agent": {"runner": "command", "timeout": 120}})
-    source = tmp_path / "source"
-    double.add_repository(REPO, source)
-    double.set_file(
-        REPO, "main", ".github/reqdrive.yml", (source / ".github/reqdrive.yml").read_text()
-    )
-    double.set_role(REPO, "alice", "write")
-    issue = double.add_issue(REPO, "Features", "Build features one and two.")
-    scenario = project.scenario(
-        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [implement(1)], "US-002": [implement(2)]}}
-    )
+    scene = shop(tmp_path, double, REPO)
+    issue = scene.issue
     root = tmp_path / "stack"
     root.mkdir()
-    with stack(
-        double,
-        redis_url,
-        root,
-        REQDRIVE_AGENT_COMMAND=project.agent_command(scenario),
-        REQDRIVE_SANDBOX="off",
-        REQDRIVE_GITHUB_REQUEST_INTERVAL_S="0",
-        REQDRIVE_GITHUB_WRITE_INTERVAL_S="0",
-    ) as running:
+    with stack(double, None, root, **scene.env()) as running:
         payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
         assert double.deliver(running.webhook_url, "issues", payload).status_code == 202
 
@@ -61,8 +46,10 @@ def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(
             wait_for(finished, 240, "the run finished")
         except AssertionError:
             raise AssertionError(running.logs()[-4000:]) from None
-        logs = running.logs()
+        calls, logs = all_calls(running), running.logs()
 
+    assert calls == ["plan 1", "US-001 1", "US-002 1"]
+    assert "UNCONFINED" not in logs  # the default sandbox confined every agent call and gate
     [pull] = double.pulls_of(REPO)
     bare = double.bare(REPO)
     branch = pull["head"]["ref"]
@@ -105,43 +92,12 @@ def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(
     )
     assert tests.returncode == 0, tests.stdout
 
-    visible = [pull["body"] or "", *(c["body"] for c in double.comments.values())]
-    visible += [str(r.get("output", "")) for r in double.check_runs.values()]
-    for secret in double.secrets():
-        assert all(secret not in text for text in visible), "a secret reached GitHub"
-        assert secret not in logs, "a secret reached the logs"
+    assert_no_secrets(double, root)
 
 
-def _scene(tmp_path: Path, double: GitHubDouble, *, role: str = "write") -> tuple[Path, int]:
-    """The shop repository on the double with an issue; the scripted agent's command."""
-    project = project_factory(tmp_path)(config={"agent": {"runner": "command", "timeout": 120}})
-    source = tmp_path / "source"
-    double.add_repository(REPO, source)
-    double.set_file(
-        REPO, "main", ".github/reqdrive.yml", (source / ".github/reqdrive.yml").read_text()
-    )
-    double.set_role(REPO, "alice", role)
-    issue = double.add_issue(REPO, "Features", "Build features one and two.")
-    scenario = project.scenario(
-        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [implement(1)], "US-002": [implement(2)]}}
-    )
+def _scene(tmp_path: Path, double: GitHubDouble, *, role: str = "write") -> Scene:
     (tmp_path / "stack").mkdir()
-    return Path(project.agent_command(scenario)), issue
-
-
-def _env(command: Path) -> dict[str, str]:
-    return {
-        "REQDRIVE_AGENT_COMMAND": str(command),
-        "REQDRIVE_SANDBOX": "off",
-        "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
-        "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
-    }
-
-
-def _calls(tmp_path: Path) -> list[str]:
-    log = tmp_path / "calls.log"
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [line.split(" pid=")[0] for line in lines]
+    return shop(tmp_path, double, REPO, role=role)
 
 
 def _done(double: GitHubDouble, issue: int) -> bool:
@@ -149,10 +105,11 @@ def _done(double: GitHubDouble, issue: int) -> bool:
 
 
 def test_a_delivery_twice_and_the_label_twice_make_one_run_and_one_pr(
-    tmp_path: Path, double: GitHubDouble, redis_url: str
+    tmp_path: Path, double: GitHubDouble
 ) -> None:
-    command, issue = _scene(tmp_path, double)
-    with stack(double, redis_url, tmp_path / "stack", **_env(command)) as running:
+    scene = _scene(tmp_path, double)
+    issue = scene.issue
+    with stack(double, None, tmp_path / "stack", **scene.env()) as running:
         payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
         for _ in range(2):
             answer = double.deliver(running.webhook_url, "issues", payload, delivery_id="same-1")
@@ -162,17 +119,19 @@ def test_a_delivery_twice_and_the_label_twice_make_one_run_and_one_pr(
         wait_for(lambda: _done(double, issue), 240, "the run finished")
         time.sleep(3)  # a second run, if one was queued, would have started by now
 
-    assert _calls(tmp_path) == ["plan 1", "US-001 1", "US-002 1"]
+    assert all_calls(running) == ["plan 1", "US-001 1", "US-002 1"]
     assert len(double.pulls_of(REPO)) == 1
     progress = [c for c in double.comments_on(REPO, issue) if "reqdrive:progress" in c["body"]]
     assert len(progress) == 1
+    assert_no_secrets(double, tmp_path / "stack")
 
 
 def test_a_commenter_without_write_permission_gets_one_reply_and_nothing_runs(
-    tmp_path: Path, double: GitHubDouble, redis_url: str
+    tmp_path: Path, double: GitHubDouble
 ) -> None:
-    command, issue = _scene(tmp_path, double, role="read")
-    with stack(double, redis_url, tmp_path / "stack", **_env(command)) as running:
+    scene = _scene(tmp_path, double, role="read")
+    issue = scene.issue
+    with stack(double, None, tmp_path / "stack", **scene.env()) as running:
         payload = double.comment_payload(REPO, issue, "/reqdrive run", "alice")
         assert double.deliver(running.webhook_url, "issue_comment", payload).status_code in (
             200,
@@ -182,17 +141,19 @@ def test_a_commenter_without_write_permission_gets_one_reply_and_nothing_runs(
         time.sleep(3)
 
     assert len(double.comments_on(REPO, issue)) == 1
-    assert _calls(tmp_path) == []
+    assert all_calls(running) == []
     assert double.pulls_of(REPO) == []
     assert double.pushes == []
+    assert_no_secrets(double, tmp_path / "stack")
 
 
 def test_the_apps_own_comment_push_and_label_trigger_nothing(
-    tmp_path: Path, double: GitHubDouble, redis_url: str
+    tmp_path: Path, double: GitHubDouble
 ) -> None:
-    command, issue = _scene(tmp_path, double)
+    scene = _scene(tmp_path, double)
+    issue = scene.issue
     bot = "reqdrive[bot]"
-    with stack(double, redis_url, tmp_path / "stack", **_env(command)) as running:
+    with stack(double, None, tmp_path / "stack", **scene.env()) as running:
         deliveries = [
             ("issue_comment", double.comment_payload(REPO, issue, "/reqdrive run", bot)),
             ("issues", double.labeled_payload(REPO, issue, "reqdrive", bot)),
@@ -202,15 +163,17 @@ def test_the_apps_own_comment_push_and_label_trigger_nothing(
             assert answer.status_code < 300
         time.sleep(5)
 
-    assert _calls(tmp_path) == []
+    assert all_calls(running) == []
     assert double.writes() == []
+    assert_no_secrets(double, tmp_path / "stack")
 
 
 def test_a_run_completes_with_a_fifth_of_api_calls_failing_502_and_nothing_duplicated(
-    tmp_path: Path, double: GitHubDouble, redis_url: str
+    tmp_path: Path, double: GitHubDouble
 ) -> None:
-    command, issue = _scene(tmp_path, double)
-    with stack(double, redis_url, tmp_path / "stack", **_env(command)) as running:
+    scene = _scene(tmp_path, double)
+    issue = scene.issue
+    with stack(double, None, tmp_path / "stack", **scene.env()) as running:
         double.fail_some(0.2)
         payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
         assert double.deliver(running.webhook_url, "issues", payload).status_code == 202
@@ -221,7 +184,7 @@ def test_a_run_completes_with_a_fifth_of_api_calls_failing_502_and_nothing_dupli
         double.fail_some(0.0)
 
     assert any(call.status == 502 for call in double.requests_made())
-    assert _calls(tmp_path) == ["plan 1", "US-001 1", "US-002 1"]
+    assert all_calls(running) == ["plan 1", "US-001 1", "US-002 1"]
     [pull] = double.pulls_of(REPO)
     assert (
         len(
@@ -234,6 +197,7 @@ def test_a_run_completes_with_a_fifth_of_api_calls_failing_502_and_nothing_dupli
     head = git(double.bare(REPO), "rev-parse", pull["head"]["ref"])
     checks = [r for r in double.check_runs_of(REPO) if r["head_sha"] == head]
     assert [(r["status"], r["conclusion"]) for r in checks] == [("completed", "success")]
+    assert_no_secrets(double, tmp_path / "stack")
 
 
 def _basic(token: str) -> str:

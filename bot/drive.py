@@ -19,7 +19,7 @@ from bot.runs import HEARTBEAT_TTL_S, RunRecord
 from bot.runtime import Runtime
 from worker.exceptions import RepoConfigError
 from worker.pipeline import Pipeline, Requirement, RunSpec
-from worker.sandbox import readonly_paths, sandbox_for
+from worker.sandbox import api_hosts, readonly_paths, sandbox_for
 from worker.state import RunResult
 from worker.workspace import GitCredentials
 
@@ -162,7 +162,10 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         credentials=credentials,
         secrets=tuple(secrets),
         sandbox=sandbox_for(
-            settings.reqdrive_sandbox, readonly_paths(settings.reqdrive_sandbox_readonly)
+            settings.reqdrive_sandbox,
+            readonly_paths(settings.reqdrive_sandbox_readonly),
+            network=settings.reqdrive_sandbox_network,
+            api_hosts=api_hosts(settings.reqdrive_sandbox_api_hosts),
         ),
     )
 

@@ -9,7 +9,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.exceptions import ConfigurationError
-from worker.sandbox import SandboxMode
+from worker.sandbox import SandboxMode, SandboxNetwork, api_hosts
 from worker.validation import problems
 
 # Which variable a user must set, by settings field, for error messages.
@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     # worker says so loudly). Extra read-only toolchain folders, separated like PATH.
     reqdrive_sandbox: SandboxMode = SandboxMode.ON
     reqdrive_sandbox_readonly: str = ""
+    # "api": an agent call reaches only its model's API (through the egress proxy), a check
+    # nothing; more host:port endpoints an agent call may reach, separated by commas.
+    reqdrive_sandbox_network: SandboxNetwork = SandboxNetwork.OPEN
+    reqdrive_sandbox_api_hosts: str = ""
     # The GitHub client (bot/github.py): per-call timeout, and PyGithub's pacing of requests.
     reqdrive_github_timeout_s: float = Field(default=15.0, gt=0)
     reqdrive_github_request_interval_s: float = Field(default=0.25, ge=0)
@@ -81,6 +85,17 @@ class Settings(BaseSettings):
     @classmethod
     def _level_any_case(cls, value: object) -> object:
         return (value.strip().upper() or "INFO") if isinstance(value, str) else value
+
+    @field_validator("reqdrive_sandbox_network", mode="before")
+    @classmethod
+    def _network_any_case(cls, value: object) -> object:
+        return (value.strip().lower() or "open") if isinstance(value, str) else value
+
+    @field_validator("reqdrive_sandbox_api_hosts")
+    @classmethod
+    def _api_hosts_are_endpoints(cls, value: str) -> str:
+        api_hosts(value)  # ValueError names the entry that is not host:port
+        return value
 
     @field_validator("redis_url")
     @classmethod

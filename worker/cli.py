@@ -32,7 +32,14 @@ from worker.redact import Redactor
 from worker.reporting import ConsoleReporter, Reporter
 from worker.run_folder import PRD_JSON
 from worker.run_ids import check_run_id
-from worker.sandbox import Sandbox, SandboxMode, make_sandbox, readonly_paths
+from worker.sandbox import (
+    Sandbox,
+    SandboxMode,
+    SandboxNetwork,
+    api_hosts,
+    make_sandbox,
+    readonly_paths,
+)
 from worker.slugs import slugify
 from worker.state import FileCheckpointStore, StopReason
 from worker.workspace import run_git
@@ -233,7 +240,15 @@ def _sandbox(mode: str, env: dict[str, str]) -> Sandbox | None:
     """The sandbox asked for, checked; off by default on a developer's machine, and said."""
     if mode not in {m.value for m in SandboxMode}:
         raise PreflightError(f"REQDRIVE_SANDBOX must be on or off, not {mode!r}")
-    sandbox = make_sandbox(mode, readonly_paths(env.get("REQDRIVE_SANDBOX_READONLY")))
+    network = (env.get("REQDRIVE_SANDBOX_NETWORK") or "open").strip().lower()
+    if network not in {n.value for n in SandboxNetwork}:
+        raise PreflightError(f"REQDRIVE_SANDBOX_NETWORK must be open or api, not {network!r}")
+    try:
+        hosts = api_hosts(env.get("REQDRIVE_SANDBOX_API_HOSTS"))
+    except ValueError as error:
+        raise PreflightError(f"REQDRIVE_SANDBOX_API_HOSTS: {error}") from None
+    readonly = readonly_paths(env.get("REQDRIVE_SANDBOX_READONLY"))
+    sandbox = make_sandbox(mode, readonly, network=network, api_hosts=hosts)
     if sandbox is None:
         print(
             "reqdrive run: the agent runs unconfined, with your permissions (--sandbox on "

@@ -14,12 +14,13 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 import psutil
 
+from worker.egress import egress_proxy
 from worker.redact import LineRedactor, Redactor
 from worker.sandbox import Sandbox
 
@@ -70,12 +71,19 @@ def run_process(
     carries only the marker).
     """
     mark = uuid.uuid4().hex
-    command, child_env = list(argv), {**env, MARK_VAR: mark}
-    if sandbox is not None:
-        command, child_env = sandbox.wrap(argv, cwd=cwd, env=child_env, keep=(MARK_VAR,))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with _stdin(stdin_path) as stdin, log_path.open("a", encoding="utf-8") as log:
+    with contextlib.ExitStack() as stack:
+        stdin = stack.enter_context(_stdin(stdin_path))
+        log = stack.enter_context(log_path.open("a", encoding="utf-8"))
+        pump = _OutputPump(log, LineRedactor(redactor), max_log_bytes)
+        command, child_env = list(argv), {**env, MARK_VAR: mark}
+        if sandbox is not None:
+            if sandbox.limits_egress:
+                # The proxy's refusals go into this call's log, between the agent's lines.
+                proxy = stack.enter_context(egress_proxy(sandbox.api_hosts, pump.note))
+                sandbox = replace(sandbox, proxy_socket=proxy.socket_path)
+            command, child_env = sandbox.wrap(argv, cwd=cwd, env=child_env, keep=(MARK_VAR,))
         proc = subprocess.Popen(
             command,
             cwd=cwd,
@@ -86,8 +94,7 @@ def run_process(
             start_new_session=True,
         )
         assert proc.stdout is not None  # noqa: S101 - PIPE was asked for
-        pump = _OutputPump(proc.stdout, log, LineRedactor(redactor), max_log_bytes)
-        pump.start()
+        pump.start(proc.stdout)
         try:
             stopped_by = _wait_exit(proc.pid, started + timeout_s, cancel)
             if stopped_by is not None or _leftovers(proc.pid, mark):
@@ -225,11 +232,11 @@ def _mark_of(process: psutil.Process) -> str | None:
 class _OutputPump:
     """Copies the child's output to the log one redacted line at a time, keeping a tail."""
 
-    def __init__(
-        self, stream: IO[bytes], log: IO[str], lines: LineRedactor, max_log_bytes: int
-    ) -> None:
-        self._stream = stream
+    def __init__(self, log: IO[str], lines: LineRedactor, max_log_bytes: int) -> None:
+        self._stream: IO[bytes] | None = None
         self._log = log
+        # The pump's thread and the egress proxy's (notes) write the same log.
+        self._lock = threading.Lock()
         self._lines = lines
         self._log_room = max_log_bytes
         self._tail: deque[str] = deque()
@@ -237,21 +244,30 @@ class _OutputPump:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="output-pump", daemon=True)
 
-    def start(self) -> None:
+    def start(self, stream: IO[bytes]) -> None:
+        self._stream = stream
         self._thread.start()
+
+    def note(self, line: str) -> None:
+        """A line of reqdrive's own in the log and the tail (redacted like the rest)."""
+        with self._lock:
+            self._emit(f"{line}\n".encode())
+            self._log.flush()
 
     def finish(self, grace_s: float) -> None:
         """Drain to end of file; if something unmarked still holds the pipe, stop anyway."""
         self._thread.join(grace_s)
         self._stop.set()
         self._thread.join()
-        self._stream.close()
+        if self._stream is not None:
+            self._stream.close()
 
     def tail(self) -> str:
         return "".join(self._tail)[-TAIL_CHARS:]
 
     def _run(self) -> None:
         pending = b""
+        assert self._stream is not None  # noqa: S101 - started with one
         with selectors.DefaultSelector() as selector:
             selector.register(self._stream, selectors.EVENT_READ)
             while not self._stop.is_set():
@@ -261,19 +277,21 @@ class _OutputPump:
                 if not chunk:
                     break
                 pending = self._write_lines(pending + chunk)
-        if pending:
-            self._emit(pending)
-        self._log.flush()
+        with self._lock:
+            if pending:
+                self._emit(pending)
+            self._log.flush()
 
     def _write_lines(self, data: bytes) -> bytes:
         """Write every complete line; return the unfinished rest (a secret may continue)."""
         *complete, rest = data.split(b"\n")
-        for line in complete:
-            self._emit(line + b"\n")
-        if len(rest) > MAX_LINE_BYTES:
-            self._emit(rest)
-            rest = b""
-        self._log.flush()
+        with self._lock:
+            for line in complete:
+                self._emit(line + b"\n")
+            if len(rest) > MAX_LINE_BYTES:
+                self._emit(rest)
+                rest = b""
+            self._log.flush()
         return rest
 
     def _emit(self, raw: bytes) -> None:

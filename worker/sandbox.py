@@ -6,11 +6,14 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
+from worker import egress_relay
+from worker.egress import Endpoint, endpoint, url_endpoint
 from worker.exceptions import SandboxUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -54,6 +57,22 @@ INSTALL_HINT = (
 )
 
 
+# Where the egress relay and the proxy's socket appear inside the sandbox, and the port the
+# relay listens on there (the sandbox's own loopback: no other process shares it).
+RELAY_INSIDE = Path("/run/reqdrive/egress_relay.py")
+PROXY_SOCKET_INSIDE = Path("/run/reqdrive/egress.sock")
+RELAY_PORT = 3128
+PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+
+
+class SandboxNetwork(StrEnum):
+    """REQDRIVE_SANDBOX_NETWORK: `open` shares the host's network; `api` lets an agent call
+    reach only its model's API (through the egress proxy) and the checks nothing at all."""
+
+    OPEN = "open"
+    API = "api"
+
+
 class SandboxMode(StrEnum):
     """REQDRIVE_SANDBOX: `on` confines every agent call and gate, `off` runs them bare."""
 
@@ -77,7 +96,16 @@ class Sandbox:
     # e.g. the checkout's `.git`, which the agent then cannot point elsewhere.
     shadows: tuple[tuple[Path, Path], ...] = ()
     bwrap: str = "bwrap"
-    share_net: bool = True
+    network: SandboxNetwork = SandboxNetwork.OPEN
+    # With the `api` network, REQDRIVE_SANDBOX_API_HOSTS: endpoints an agent call may reach
+    # besides its runner's API.
+    more_api_hosts: tuple[Endpoint, ...] = ()
+    # The endpoints this call may reach: set for an agent call by its runner (`allowing`).
+    # Empty (a check's sandbox): no proxy, so with the `api` network no way out at all.
+    api_hosts: tuple[Endpoint, ...] = ()
+    # The running egress proxy's socket for this call (worker/egress.py): the agent then runs
+    # behind the relay, with HTTPS_PROXY pointing at it.
+    proxy_socket: Path | None = None
     extra_args: tuple[str, ...] = field(default=())
 
     def bind(
@@ -95,6 +123,17 @@ class Sandbox:
             shadows=(*self.shadows, *shadows),
         )
 
+    def allowing(self, api_urls: Iterable[str]) -> Sandbox:
+        """The same sandbox letting an agent call reach these API base URLs' hosts."""
+        added = [url_endpoint(url) for url in api_urls]
+        endpoints = (*self.api_hosts, *added, *self.more_api_hosts)
+        return replace(self, api_hosts=tuple(dict.fromkeys(endpoints)))
+
+    @property
+    def limits_egress(self) -> bool:
+        """Whether a call in this sandbox needs the egress proxy started for it."""
+        return self.network is SandboxNetwork.API and bool(self.api_hosts)
+
     def wrap(
         self,
         argv: Sequence[str],
@@ -108,8 +147,9 @@ class Sandbox:
         `keep` names variables bwrap itself carries too (a process marker, never a secret).
         """
         bwrap = shutil.which(self.bwrap) or self.bwrap
-        args = [bwrap, *self._namespaces(), *_system_mounts()]
-        args += self._call_mounts(cwd)
+        sandbox, argv, env = self._behind_relay(argv, env)
+        args = [bwrap, *sandbox._namespaces(), *_system_mounts()]
+        args += sandbox._call_mounts(cwd)
         # The skeleton bwrap builds (folders leading to the binds) is read-only too: a file
         # "written" beside the prompt would vanish, but the agent should not think it worked.
         args += ["--remount-ro", "/"]
@@ -117,6 +157,30 @@ class Sandbox:
             args += ["--setenv", name, value]
         args += ["--chdir", str(cwd), *self.extra_args, "--", *argv]
         return args, {name: env[name] for name in keep if name in env}
+
+    def _behind_relay(
+        self, argv: Sequence[str], env: Mapping[str, str]
+    ) -> tuple[Sandbox, list[str], dict[str, str]]:
+        """With a proxy socket: argv started by the relay, the proxy variables pointing at it,
+        and what the relay needs bound (the socket, its script, the worker's interpreter)."""
+        if self.proxy_socket is None:
+            return self, list(argv), dict(env)
+        python = Path(sys.executable).resolve()
+        relay = Path(egress_relay.__file__).resolve()
+        # The interpreter's install (pyenv under /root, say) read-only; /usr is bound anyway.
+        installs = [
+            p for p in (Path(sys.base_prefix), python.parent) if not p.is_relative_to("/usr")
+        ]
+        sandbox = self.bind(
+            readonly=installs,
+            shadows=[(self.proxy_socket, PROXY_SOCKET_INSIDE), (relay, RELAY_INSIDE)],
+        )
+        proxy_url = f"http://127.0.0.1:{RELAY_PORT}"
+        env = {**env, **dict.fromkeys(PROXY_VARIABLES, proxy_url)}
+        env.pop("NO_PROXY", None)
+        env.pop("no_proxy", None)
+        relay_argv = [str(python), "-I", "-S", str(RELAY_INSIDE), str(RELAY_PORT)]
+        return sandbox, [*relay_argv, str(PROXY_SOCKET_INSIDE), "--", *argv], env
 
     def check(self) -> None:
         """Start an empty sandbox once; SandboxUnavailable says why none can be made here."""
@@ -140,7 +204,7 @@ class Sandbox:
         # (setsid, `env -i`, a double fork), whatever environment it kept.
         args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        if not self.share_net:
+        if self.network is SandboxNetwork.API:
             args.append("--unshare-net")
         return args
 
@@ -191,16 +255,32 @@ def tool_paths(executable: str, path_var: str) -> list[Path]:
     return paths
 
 
-def sandbox_for(mode: SandboxMode | str, readonly: Iterable[Path] = ()) -> Sandbox | None:
+def sandbox_for(
+    mode: SandboxMode | str,
+    readonly: Iterable[Path] = (),
+    *,
+    network: SandboxNetwork | str = SandboxNetwork.OPEN,
+    api_hosts: Iterable[Endpoint] = (),
+) -> Sandbox | None:
     """The sandbox a setting asks for, None for off (unchecked: make_sandbox checks)."""
     if SandboxMode(mode) is SandboxMode.OFF:
         return None
-    return Sandbox(readonly=tuple(Path(p) for p in readonly))
+    return Sandbox(
+        readonly=tuple(Path(p) for p in readonly),
+        network=SandboxNetwork(network),
+        more_api_hosts=tuple(api_hosts),
+    )
 
 
-def make_sandbox(mode: SandboxMode | str, readonly: Iterable[Path] = ()) -> Sandbox | None:
+def make_sandbox(
+    mode: SandboxMode | str,
+    readonly: Iterable[Path] = (),
+    *,
+    network: SandboxNetwork | str = SandboxNetwork.OPEN,
+    api_hosts: Iterable[Endpoint] = (),
+) -> Sandbox | None:
     """The sandbox a setting asks for (None for off, said loudly), checked to work here."""
-    sandbox = sandbox_for(mode, readonly)
+    sandbox = sandbox_for(mode, readonly, network=network, api_hosts=api_hosts)
     if sandbox is None:
         LOG.warning(
             "agents run UNCONFINED: REQDRIVE_SANDBOX=off; an agent can read this process's "
@@ -215,3 +295,9 @@ def make_sandbox(mode: SandboxMode | str, readonly: Iterable[Path] = ()) -> Sand
 def readonly_paths(value: str | None) -> list[Path]:
     """REQDRIVE_SANDBOX_READONLY: extra toolchain folders, separated like PATH."""
     return [Path(p) for p in (value or "").split(os.pathsep) if p.strip()]
+
+
+def api_hosts(value: str | None) -> list[Endpoint]:
+    """REQDRIVE_SANDBOX_API_HOSTS: `host:port` endpoints separated by commas or spaces;
+    ValueError names the one that is not."""
+    return [endpoint(item) for item in (value or "").replace(",", " ").split()]

@@ -7,6 +7,7 @@ import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -24,7 +25,7 @@ from tests.support.fake_anthropic import ToolCall, fake_anthropic, say, tool_res
 from worker.agents.base import AgentSettings
 from worker.agents.registry import make_runner
 from worker.redact import Redactor
-from worker.sandbox import SandboxMode, make_sandbox
+from worker.sandbox import SandboxMode, SandboxNetwork, make_sandbox
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -104,3 +105,52 @@ def test_the_cli_works_in_the_apps_sandbox_and_sees_nothing_of_the_worker(
     assert "worker-key" not in probed and GITHUB_TOKEN not in probed
     assert "No such file" in probed and "False" in probed
     assert FAKE_API_KEY not in probed  # PID 1 is bwrap's, with no environment of ours
+
+
+def test_the_cli_reaches_its_api_and_nothing_else_with_egress_limited(
+    agent_env: pytest.MonkeyPatch,  # noqa: F811
+    story_repo: Path,  # noqa: F811
+    tmp_path: Path,
+    redis_url: str,
+) -> None:
+    """REQDRIVE_SANDBOX_NETWORK=api: the real CLI works through the egress proxy; what its
+    Bash tool tries elsewhere (the worker's Redis, through the proxy or directly) is refused."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    redis_port = urlsplit(redis_url).port or 6379
+    probe = (
+        "import os, socket, urllib.request\n"
+        "print('proxy', os.environ.get('HTTPS_PROXY'))\n"
+        f"try: urllib.request.urlopen('http://127.0.0.1:{redis_port}/', timeout=5)\n"
+        "except OSError as e: print('via proxy:', e)\n"
+        f"try: socket.create_connection(('127.0.0.1', {redis_port}), timeout=5)\n"
+        "except OSError as e: print('direct:', e)\n"
+    )
+    script = [
+        use(
+            ToolCall("Write", {"file_path": str(story_repo / "greet.py"), "content": GREET_SOURCE})
+        ),
+        use(ToolCall("Write", {"file_path": str(story_repo / "probe.py"), "content": probe})),
+        use(ToolCall("Bash", {"command": "python3 probe.py"})),
+        say("Implemented greet()."),
+    ]
+    sandbox = make_sandbox(SandboxMode.ON, network=SandboxNetwork.API)
+    assert sandbox is not None
+    with fake_anthropic(script) as server:
+        agent_env.setenv("ANTHROPIC_BASE_URL", server.url)
+        call = story_call(tmp_path, story_repo)
+        call.home_dir.mkdir(parents=True, exist_ok=True)
+        confined = sandbox.bind(writable=[call.home_dir, call.run_dir], readonly=[call.prompt_file])
+        call = replace(call, sandbox=confined)
+        outcome = make_runner(
+            AgentSettings(runner="claude"), redactor=Redactor(), source_env=os.environ
+        ).run(call)
+        probed = tool_result_text(server.message_requests()[3].tool_results()[0])
+
+    assert outcome.ok, outcome.error
+    assert (story_repo / "greet.py").read_text() == GREET_SOURCE
+    assert "proxy http://127.0.0.1:" in probed
+    assert "via proxy: HTTP Error 403" in probed
+    assert "direct: [Errno 111] Connection refused" in probed
+    log = call.log_path.read_text()
+    assert f"[reqdrive] egress refused: GET 127.0.0.1:{redis_port}: not the model's API" in log

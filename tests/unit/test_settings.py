@@ -69,3 +69,34 @@ def test_the_checks_path_is_the_operators_choice(monkeypatch: pytest.MonkeyPatch
     assert load_settings().reqdrive_gate_path is None
     monkeypatch.setenv("REQDRIVE_GATE_PATH", "/opt/py311/bin:/usr/bin:/bin")
     assert load_settings().reqdrive_gate_path == "/opt/py311/bin:/usr/bin:/bin"
+
+
+def test_the_sandbox_network_is_open_unless_limited_to_the_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from worker.sandbox import SandboxNetwork
+
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    assert load_settings().reqdrive_sandbox_network is SandboxNetwork.OPEN
+    monkeypatch.setenv("REQDRIVE_SANDBOX_NETWORK", " API ")
+    monkeypatch.setenv("REQDRIVE_SANDBOX_API_HOSTS", "openrouter.ai:443, [::1]:8080")
+    settings = load_settings()
+    assert settings.reqdrive_sandbox_network is SandboxNetwork.API
+    assert settings.reqdrive_sandbox_api_hosts == "openrouter.ai:443, [::1]:8080"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("REQDRIVE_SANDBOX_NETWORK", "closed", "REQDRIVE_SANDBOX_NETWORK"),
+        ("REQDRIVE_SANDBOX_API_HOSTS", "openrouter.ai", "not a host:port: 'openrouter.ai'"),
+        ("REQDRIVE_SANDBOX_API_HOSTS", "https://openrouter.ai", "not a host:port"),
+    ],
+)
+def test_a_bad_sandbox_network_setting_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, said: str
+) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match=said):
+        load_settings()

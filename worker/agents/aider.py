@@ -13,6 +13,10 @@ class AiderRunner(ProcessRunner):
     """aider with one message from the prompt file, answering yes, never committing itself."""
 
     name = "aider"
+    api_url_variables = (
+        ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+        ("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+    )
     executable = "aider"
 
     def argv(self, call: AgentCall) -> list[str]:

@@ -128,6 +128,12 @@ class ProcessRunner:
     """
 
     name = "process"
+    # The variables that name the model API's base URL, each with the URL used when it is
+    # unset (None: none). With REQDRIVE_SANDBOX_NETWORK=api these hosts are all a call reaches.
+    api_url_variables: tuple[tuple[str, str | None], ...] = (
+        ("ANTHROPIC_BASE_URL", None),
+        ("OPENAI_BASE_URL", None),
+    )
 
     def __init__(
         self,
@@ -152,6 +158,11 @@ class ProcessRunner:
     def environment(self, call: AgentCall) -> dict[str, str]:
         return agent_environment(call.home_dir, self.source_env, redactor=self.redactor)
 
+    def api_urls(self, env: Mapping[str, str]) -> list[str]:
+        """The model API base URLs this call talks to, from its environment or the defaults."""
+        urls = [env.get(name) or default for name, default in self.api_url_variables]
+        return [url for url in urls if url]
+
     def run(self, call: AgentCall, *, cancel: threading.Event | None = None) -> AgentOutcome:
         env = self.environment(call)
         argv = self.argv(call)
@@ -161,6 +172,10 @@ class ProcessRunner:
             path_var = env.get("PATH", os.defpath)
             argv[0] = shutil.which(argv[0], path=path_var) or argv[0]
             sandbox = sandbox.bind(readonly=tool_paths(argv[0], path_var))
+            try:
+                sandbox = sandbox.allowing(self.api_urls(env))
+            except ValueError as error:
+                raise AgentError(f"{self.name} agent: the model API's base URL: {error}") from None
         # The log may hold earlier calls' output; only what this call appends is its own.
         log_start = call.log_path.stat().st_size if call.log_path.exists() else 0
         try:

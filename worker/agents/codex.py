@@ -14,6 +14,7 @@ class CodexRunner(ProcessRunner):
     """OpenAI's `codex exec`, non-interactive, allowed to write in the worktree."""
 
     name = "codex"
+    api_url_variables = (("OPENAI_BASE_URL", "https://api.openai.com/v1"),)
     executable = "codex"
 
     def argv(self, call: AgentCall) -> list[str]:

@@ -1,0 +1,226 @@
+"""With the `api` network an agent reaches its model's API and nothing else: real executables
+try every other way out from inside the App's sandbox."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from worker.agents.base import AgentCall, AgentSettings
+from worker.agents.registry import make_runner
+from worker.egress import url_endpoint
+from worker.redact import Redactor
+from worker.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+
+# Everything an attacker tries, each result printed as one JSON line: {"try": ..., "got": ...}.
+PROBE = r"""#!/usr/bin/python3
+import json, os, socket, sys, urllib.request
+
+api, other, redis_port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+def report(name, fn):
+    try:
+        got = fn()
+    except Exception as error:
+        got = f"{type(error).__name__}: {error}"
+    print(json.dumps({"try": name, "got": str(got)}), flush=True)
+
+def fetch(url):
+    return urllib.request.urlopen(url, timeout=10).read().decode()
+
+def direct(host, port):
+    socket.create_connection((host, port), timeout=5).close()
+    return "connected"
+
+def connect_via(address, target):
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.settimeout(10)
+        sock.connect(address)
+        sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        return sock.recv(4096).decode().splitlines()[0]
+
+proxy = ("127.0.0.1", int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1]))
+host = urllib.parse.urlsplit(other)
+report("api", lambda: fetch(api + "/v1/ping"))
+report("other via proxy", lambda: fetch(other + "/loot"))
+report("redis via proxy", lambda: connect_via(proxy, f"127.0.0.1:{redis_port}"))
+report("github via proxy", lambda: connect_via(proxy, "api.github.com:443"))
+report("metadata via proxy", lambda: connect_via(proxy, "169.254.169.254:80"))
+report("other via socket", lambda: connect_via("/run/reqdrive/egress.sock", host.netloc))
+report("redis direct", lambda: direct("127.0.0.1", redis_port))
+report("other direct", lambda: direct(host.hostname, host.port))
+report("metadata direct", lambda: direct("169.254.169.254", 80))
+report("dns", lambda: socket.getaddrinfo("api.github.com", 443))
+"""
+
+
+@dataclass
+class Recorder:
+    """A local HTTP server that answers every GET and remembers the paths it was asked."""
+
+    name: str
+    paths: list[str] = field(default_factory=list)
+    url: str = ""
+
+
+@contextmanager
+def http_server(name: str) -> Iterator[Recorder]:
+    recorder = Recorder(name)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            recorder.paths.append(self.path)
+            body = f"{name} answered {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    recorder.url = f"http://127.0.0.1:{server.server_port}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield recorder
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def limited() -> Sandbox:
+    sandbox = make_sandbox(SandboxMode.ON, network=SandboxNetwork.API)
+    assert sandbox is not None
+    return sandbox
+
+
+def probe_call(tmp_path: Path, sandbox: Sandbox, api: str, other: str, redis_port: int) -> Path:
+    """Run PROBE through the command runner (as REQDRIVE_AGENT_COMMAND would); its log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "attacker").write_text(PROBE)
+    (bin_dir / "attacker").chmod(0o755)
+    worktree, home, handoff = tmp_path / "worktree", tmp_path / "home", tmp_path / "handoff"
+    for folder in (worktree, home, handoff):
+        folder.mkdir()
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("attack")
+    call = AgentCall(
+        prompt_file=prompt,
+        cwd=worktree,
+        run_dir=handoff,
+        home_dir=home,
+        log_path=tmp_path / "agent.log",
+        timeout_s=120,
+        sandbox=sandbox.bind(writable=[home, handoff], readonly=[prompt]),
+    )
+    settings = AgentSettings(runner="command", command=f"attacker {api} {other} {redis_port}")
+    source_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "ANTHROPIC_BASE_URL": api}
+    runner = make_runner(settings, redactor=Redactor(), source_env=source_env)
+    outcome = runner.run(call)
+    assert outcome.exit_code == 0, outcome.result_text
+    return call.log_path
+
+
+def results(log: Path) -> dict[str, str]:
+    found = {}
+    for line in log.read_text().splitlines():
+        if line.startswith("{"):
+            entry = json.loads(line)
+            found[entry["try"]] = entry["got"]
+    return found
+
+
+def test_an_agent_reaches_its_model_api_and_nothing_else(
+    tmp_path: Path, limited: Sandbox, redis_url: str
+) -> None:
+    redis_port = urlsplit(redis_url).port or 6379
+    with http_server("api") as api, http_server("other") as other:
+        log = probe_call(tmp_path, limited, api.url, other.url, redis_port)
+
+    got = results(log)
+    assert got["api"] == "api answered /v1/ping"
+    assert api.paths == ["/v1/ping"]
+    assert other.paths == []  # not reached by any route
+    assert "403" in got["other via proxy"]
+    for route in ("redis", "github", "metadata"):
+        assert got[f"{route} via proxy"] == "HTTP/1.1 403 Forbidden", route
+    assert got["other via socket"] == "HTTP/1.1 403 Forbidden"
+    # Inside, 127.0.0.1 is the sandbox's own loopback: the worker's services are not on it.
+    assert "Connection refused" in got["redis direct"]
+    assert "Connection refused" in got["other direct"]
+    assert "unreachable" in got["metadata direct"]
+    assert "resolution" in got["dns"] or "not known" in got["dns"]
+    refusals = [line for line in log.read_text().splitlines() if "egress refused" in line]
+    assert f"[reqdrive] egress refused: CONNECT 127.0.0.1:{redis_port}: not the model's API" in (
+        "\n".join(refusals)
+    )
+    assert any("api.github.com:443" in line for line in refusals)
+    assert len(refusals) == 5
+
+
+def test_checks_get_no_network_at_all(tmp_path: Path) -> None:
+    """A gate runs the agent's code: with the `api` network it reaches nothing, not even the
+    model's API or REQDRIVE_SANDBOX_API_HOSTS (no runner allows them, so no proxy starts)."""
+    from worker.processes import run_process
+
+    with http_server("api") as api:
+        hosts = [url_endpoint(api.url)]
+        limited = make_sandbox(SandboxMode.ON, network=SandboxNetwork.API, api_hosts=hosts)
+        assert limited is not None
+        script = tmp_path / "gate.py"
+        script.write_text(
+            "import os, urllib.request\n"
+            "print('proxy', os.environ.get('HTTPS_PROXY'))\n"
+            f"try: urllib.request.urlopen('{api.url}/gate', timeout=5)\n"
+            "except OSError as e: print('refused', e)\n"
+        )
+        outcome = run_process(
+            ["/usr/bin/python3", str(script)],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout_s=60,
+            log_path=tmp_path / "gate.log",
+            redactor=Redactor(),
+            sandbox=limited,
+        )
+    assert outcome.exit_code == 0
+    assert "proxy None" in outcome.output_tail
+    assert "refused" in outcome.output_tail and "Connection refused" in outcome.output_tail
+    assert api.paths == []
+
+
+def test_the_open_network_is_unchanged(tmp_path: Path) -> None:
+    """The default: no proxy, the host's network (a local server answers directly)."""
+    from worker.processes import run_process
+
+    sandbox = make_sandbox(SandboxMode.ON)
+    assert sandbox is not None
+    with http_server("api") as api:
+        outcome = run_process(
+            ["/usr/bin/python3", "-c", f"import urllib.request as u; u.urlopen('{api.url}/x')"],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout_s=60,
+            log_path=tmp_path / "open.log",
+            redactor=Redactor(),
+            sandbox=sandbox.allowing([api.url]),
+        )
+    assert outcome.exit_code == 0, outcome.output_tail
+    assert api.paths == ["/x"]

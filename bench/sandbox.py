@@ -2,11 +2,15 @@
 
 Every call goes through the runner the App uses (ProcessRunner → run_process), with the
 bindings a run gives it (worktree, HOME, hand-over folder, prompt, the agent's own git view,
-rebuilt for every call as the pipeline does). Three agents, each timed unconfined and in the
-sandbox, alternating call by call:
+rebuilt for every call as the pipeline does). Four agents, each timed unconfined, in the
+sandbox with the open network, and in the sandbox with egress limited to the model's API
+(REQDRIVE_SANDBOX_NETWORK=api: a network namespace, the egress proxy and the relay started
+for every call), alternating call by call:
 
 - `true`: an agent that does nothing (the fixed cost of starting a confined process);
 - `git`: a shell agent that writes a file and runs `git status` and `git add` on its view;
+- `http`: a shell agent that sends 10 requests with curl to the "model API" (a local HTTP
+  server; through the proxy when egress is limited);
 - `claude`: the real Claude Code CLI (tests/support installs the pinned version with npm) doing
   one Write and one Bash turn against a scripted Messages API on 127.0.0.1.
 
@@ -17,12 +21,15 @@ sandbox, alternating call by call:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -34,10 +41,16 @@ from tests.support.fake_anthropic import ToolCall, fake_anthropic, say, use  # n
 from worker.agents.base import AgentCall, AgentSettings  # noqa: E402
 from worker.agents.registry import make_runner  # noqa: E402
 from worker.redact import Redactor  # noqa: E402
-from worker.sandbox import Sandbox, SandboxMode, make_sandbox  # noqa: E402
+from worker.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox  # noqa: E402
 from worker.workspace import RepositoryCache, Worktree  # noqa: E402
 
 GIT_AGENT = "#!/bin/sh\necho change >> notes.txt\ngit status --porcelain >/dev/null\ngit add -A\n"
+HTTP_AGENT = (
+    "#!/bin/sh\nfor n in 1 2 3 4 5 6 7 8 9 10; do\n"
+    '  curl -sf -o /dev/null "$ANTHROPIC_BASE_URL/v1/ping" || exit 1\ndone\n'
+)
+# How each call is confined: unconfined, the sandbox (open network), egress limited.
+MODES = ("bare", "sandbox", "egress")
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -65,10 +78,11 @@ class Bench:
         self.prompt = work / "prompt.md"
         self.prompt.write_text("Implement the story.\n")
         sandbox = make_sandbox(SandboxMode.ON)
-        assert sandbox is not None
-        self.sandbox: Sandbox = sandbox
+        limited = make_sandbox(SandboxMode.ON, network=SandboxNetwork.API)
+        assert sandbox is not None and limited is not None
+        self.sandboxes: dict[str, Sandbox] = {"sandbox": sandbox, "egress": limited}
 
-    def call(self, confined: bool) -> AgentCall:
+    def call(self, mode: str) -> AgentCall:
         call = AgentCall(
             prompt_file=self.prompt,
             cwd=self.worktree.path,
@@ -79,12 +93,12 @@ class Bench:
             model="claude-sonnet-4-5",
             max_turns=5,
         )
-        if not confined:
+        if mode == "bare":
             return call
         view = self.cache.agent_view(self.worktree, self.work / "gitview")
         return replace(
             call,
-            sandbox=self.sandbox.bind(
+            sandbox=self.sandboxes[mode].bind(
                 writable=[self.home, self.handoff, view.git_dir],
                 readonly=[view.objects, self.prompt],
                 shadows=[(view.git_file, self.worktree.path / ".git")],
@@ -93,19 +107,19 @@ class Bench:
 
 
 def time_calls(
-    run_one: Callable[[bool], None], count: int, worktree: Path
-) -> dict[bool, list[float]]:
-    """Seconds per call, unconfined (False) and sandboxed (True), alternating; the worker's
-    reset of the worktree between calls is not timed."""
-    times: dict[bool, list[float]] = {False: [], True: []}
-    for confined in (False, True):  # warm file caches once
-        run_one(confined)
+    run_one: Callable[[str], None], count: int, worktree: Path
+) -> dict[str, list[float]]:
+    """Seconds per call in each mode, alternating; the worker's reset of the worktree between
+    calls is not timed."""
+    times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for mode in MODES:  # warm file caches once
+        run_one(mode)
         reset(worktree)
     for _ in range(count):
-        for confined in (False, True):
+        for mode in MODES:
             started = time.perf_counter()
-            run_one(confined)
-            times[confined].append(time.perf_counter() - started)
+            run_one(mode)
+            times[mode].append(time.perf_counter() - started)
             reset(worktree)
     return times
 
@@ -115,19 +129,45 @@ def reset(worktree: Path) -> None:
     git(worktree, "clean", "-qfd")
 
 
-def command_agent(bench: Bench, program: Path) -> Callable[[bool], None]:
-    settings = AgentSettings(runner="command", command=str(program), timeout_s=60)
-    runner = make_runner(settings, redactor=Redactor(), source_env={"PATH": "/usr/bin:/bin"})
+@contextlib.contextmanager
+def model_api() -> Iterator[str]:
+    """A local HTTP server standing in for the model's API: answers every GET with 2 bytes."""
 
-    def run_one(confined: bool) -> None:
-        outcome = runner.run(bench.call(confined))
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def command_agent(bench: Bench, program: Path, api_url: str) -> Callable[[str], None]:
+    settings = AgentSettings(runner="command", command=str(program), timeout_s=60)
+    # The API's URL names the endpoint the egress proxy allows (and starts it for every call).
+    env = {"PATH": "/usr/bin:/bin", "ANTHROPIC_BASE_URL": api_url}
+    runner = make_runner(settings, redactor=Redactor(), source_env=env)
+
+    def run_one(mode: str) -> None:
+        outcome = runner.run(bench.call(mode))
         if outcome.exit_code != 0:
             raise SystemExit(f"the agent failed: {outcome.result_text[-500:]}")
 
     return run_one
 
 
-def claude_agent(bench: Bench, url: str) -> Callable[[bool], None]:
+def claude_agent(bench: Bench, url: str) -> Callable[[str], None]:
     binary = install_claude_cli()
     env = {
         "PATH": f"{binary.parent}:/usr/bin:/bin",
@@ -136,8 +176,8 @@ def claude_agent(bench: Bench, url: str) -> Callable[[bool], None]:
     }
     runner = make_runner(AgentSettings(runner="claude"), redactor=Redactor(), source_env=env)
 
-    def run_one(confined: bool) -> None:
-        outcome = runner.run(bench.call(confined))
+    def run_one(mode: str) -> None:
+        outcome = runner.run(bench.call(mode))
         if not outcome.ok:
             raise SystemExit(f"claude failed: {outcome.error}")
 
@@ -154,12 +194,13 @@ def claude_script(bench: Bench, calls: int) -> list[object]:
     return turn * calls
 
 
-def row(name: str, times: dict[bool, list[float]]) -> str:
-    bare, boxed = (statistics.median(times[c]) * 1000 for c in (False, True))
-    p90 = [statistics.quantiles(times[c], n=10)[-1] * 1000 for c in (False, True)]
+def row(name: str, times: dict[str, list[float]]) -> str:
+    bare, boxed, limited = (statistics.median(times[mode]) * 1000 for mode in MODES)
+    p90 = [statistics.quantiles(times[mode], n=10)[-1] * 1000 for mode in MODES]
     return (
-        f"| {name} | {len(times[True])} | {bare:.1f} | {boxed:.1f} | {boxed - bare:+.1f} | "
-        f"{boxed / bare:.2f} | {p90[0]:.1f} | {p90[1]:.1f} |"
+        f"| {name} | {len(times['bare'])} | {bare:.1f} | {boxed:.1f} | {limited:.1f} | "
+        f"{boxed / bare:.2f} | {limited / bare:.2f} | {limited - boxed:+.1f} | "
+        f"{limited / boxed:.2f} | {p90[0]:.1f} | {p90[1]:.1f} | {p90[2]:.1f} |"
     )
 
 
@@ -172,20 +213,23 @@ def main() -> int:
     rows = []
     with TemporaryDirectory(prefix="reqdrive-bench-sandbox-") as tmp:
         bench = Bench(Path(tmp))
-        for name, script in (("true", "#!/bin/sh\nexit 0\n"), ("git", GIT_AGENT)):
-            program = Path(tmp) / f"agent-{name}"
-            program.write_text(script)
-            program.chmod(0o755)
-            calls = time_calls(command_agent(bench, program), count, bench.worktree.path)
-            rows.append(row(name, calls))
+        agents = (("true", "#!/bin/sh\nexit 0\n"), ("git", GIT_AGENT), ("http", HTTP_AGENT))
+        with model_api() as api_url:
+            for name, script in agents:
+                program = Path(tmp) / f"agent-{name}"
+                program.write_text(script)
+                program.chmod(0o755)
+                agent = command_agent(bench, program, api_url)
+                rows.append(row(name, time_calls(agent, count, bench.worktree.path)))
         if not args.no_claude:
-            total = (claude_count + 1) * 2
+            total = (claude_count + 1) * len(MODES)
             with fake_anthropic(claude_script(bench, total)) as server:  # type: ignore[arg-type]
                 agent = claude_agent(bench, server.url)
                 rows.append(row("claude", time_calls(agent, claude_count, bench.worktree.path)))
-    print("| agent | calls each | unconfined ms (median) | sandbox ms (median) | difference ms "
-          "| ratio | unconfined p90 | sandbox p90 |")  # fmt: skip
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| agent | calls each | unconfined ms | sandbox ms | egress-limited ms | sandbox / "
+          "unconfined | limited / unconfined | limited - sandbox ms | limited / sandbox | "
+          "unconfined p90 | sandbox p90 | limited p90 |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     print("\n".join(rows))
     return 0
 

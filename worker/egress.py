@@ -26,6 +26,9 @@ from urllib.parse import SplitResult, urlsplit
 LOG = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 30.0
+# How often the serving thread looks for shutdown: socketserver's default (0.5 s) would be
+# added to every agent call, which waits for the proxy to stop.
+POLL_S = 0.02
 COPY_CHUNK = 64 * 1024
 # Headers meant for the proxy or for this one connection, not for the API.
 HOP_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive"})
@@ -78,7 +81,7 @@ class EgressProxy:
         self.socket_path = self._folder / SOCKET_NAME
         self._server = _ProxyServer(str(self.socket_path), self)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="egress-proxy", daemon=True
+            target=self._server.serve_forever, args=(POLL_S,), name="egress-proxy", daemon=True
         )
 
     def start(self) -> None:

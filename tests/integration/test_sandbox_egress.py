@@ -224,3 +224,26 @@ def test_the_open_network_is_unchanged(tmp_path: Path) -> None:
         )
     assert outcome.exit_code == 0, outcome.output_tail
     assert api.paths == ["/x"]
+
+
+@pytest.mark.parametrize(
+    ("script", "timeout_s", "exit_code"),
+    [("exit 3", 60, 3), ("trap '' TERM; sleep 60", 1, None), ("sleep 60", 1, None)],
+)
+def test_behind_the_relay_the_agents_exit_and_timeout_are_its_own(
+    tmp_path: Path, limited: Sandbox, script: str, timeout_s: float, exit_code: int | None
+) -> None:
+    from worker.processes import run_process
+
+    outcome = run_process(
+        ["/bin/sh", "-c", script],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout_s=timeout_s,
+        log_path=tmp_path / "agent.log",
+        redactor=Redactor(),
+        grace_s=1,
+        sandbox=limited.allowing(["https://api.anthropic.com"]),
+    )
+    assert outcome.exit_code == exit_code
+    assert outcome.timed_out is (exit_code is None)

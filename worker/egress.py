@@ -33,6 +33,14 @@ COPY_CHUNK = 64 * 1024
 # Headers meant for the proxy or for this one connection, not for the API.
 HOP_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive"})
 MAX_TARGET_CHARS = 200  # of an agent-chosen target quoted in the log
+# Each connection is a thread of the worker: an agent opening thousands must not exhaust it.
+# A CLI keeps a handful open; past this many at once, new ones are refused (503).
+MAX_CONNECTIONS = 64
+# A client has this long to send its request head; an open tunnel has no idle limit (a model
+# may think for minutes before it streams).
+HEAD_TIMEOUT_S = 30.0
+# Refusals the worker's own log records per call (the call's log gets every one).
+MAX_LOGGED_REFUSALS = 20
 SOCKET_NAME = "egress.sock"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -74,9 +82,20 @@ def endpoint_text(value: Endpoint) -> str:
 class EgressProxy:
     """The proxy for one agent call, on a Unix socket in a private folder of its own."""
 
-    def __init__(self, allowed: Iterable[Endpoint], report: Report) -> None:
+    def __init__(
+        self,
+        allowed: Iterable[Endpoint],
+        report: Report,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        head_timeout_s: float = HEAD_TIMEOUT_S,
+    ) -> None:
         self.allowed = frozenset(allowed)
         self.report = report
+        self.max_connections = max_connections
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.head_timeout_s = head_timeout_s
+        self._refused = 0
         self._folder = Path(tempfile.mkdtemp(prefix="reqdrive-egress-"))  # mode 0700
         self.socket_path = self._folder / SOCKET_NAME
         self._server = _ProxyServer(str(self.socket_path), self)
@@ -100,7 +119,10 @@ class EgressProxy:
 
     def refuse(self, method: str, target: str, why: str) -> str:
         line = f"[reqdrive] egress refused: {method} {target[:MAX_TARGET_CHARS]}: {why}"
-        LOG.warning("egress refused", extra={"method": method, "target": target[:200]})
+        self._refused += 1
+        if self._refused <= MAX_LOGGED_REFUSALS:
+            target = target[:MAX_TARGET_CHARS]
+            LOG.warning("egress refused", extra={"method": method, "target": target})
         self.report(line)
         return line
 
@@ -148,6 +170,30 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     server: _ProxyServer
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.proxy.head_timeout_s)
+
+    def handle(self) -> None:
+        slots = self.server.proxy.slots
+        if not slots.acquire(blocking=False):
+            self._refuse_busy()
+            return
+        try:
+            super().handle()  # a head not sent within the timeout: closed, nothing answered
+        finally:
+            slots.release()
+
+    def _refuse_busy(self) -> None:
+        """Read the request head (closing on unread bytes would reset the answer), say 503."""
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+        except OSError:
+            return
+        if self.parse_request():  # else it has answered 400 itself
+            why = f"more than {self.server.proxy.max_connections} connections at once"
+            self._answer(503, self.server.proxy.refuse(self.command, self.path, why))
 
     def do_CONNECT(self) -> None:
         try:
@@ -213,6 +259,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def _tunnel(self, upstream: socket.socket) -> None:
         """Copy bytes both ways until both sides are done (or the proxy closes)."""
         self.close_connection = True
+        self.connection.settimeout(None)
         self.server.track(upstream, self.connection)
         back = threading.Thread(
             target=_copy, args=(upstream, self.connection), name="egress-tunnel", daemon=True

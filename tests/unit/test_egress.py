@@ -105,8 +105,14 @@ def test_the_open_network_shares_the_hosts(tmp_path: Path) -> None:
 
 @contextmanager
 def echo_server() -> Iterator[int]:
-    """A TCP server that sends back what it receives, then closes when the client does."""
+    """A TCP server that sends back what it receives, then closes when the client does; each
+    connection served at once (tunnels' upstream connections arrive in any order)."""
     listener = socket.create_server(("127.0.0.1", 0))
+
+    def echo(conn: socket.socket) -> None:
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(data)
 
     def serve() -> None:
         while True:
@@ -114,9 +120,7 @@ def echo_server() -> Iterator[int]:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            with conn:
-                while data := conn.recv(4096):
-                    conn.sendall(data)
+            threading.Thread(target=echo, args=(conn,), daemon=True).start()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -259,3 +263,42 @@ def test_reqdrive_run_reads_the_network_settings() -> None:
     assert sandbox.api_hosts == ()  # a check's sandbox: no way out
     allowed = sandbox.allowing(["https://api.anthropic.com"]).api_hosts
     assert allowed == (("api.anthropic.com", 443), ("llm.internal", 8443))
+
+
+def test_connections_past_the_limit_are_refused_and_the_tunnels_go_on() -> None:
+    lines: list[str] = []
+    request = b"CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n"
+    with echo_server() as port:
+        proxy = EgressProxy([("127.0.0.1", port)], lines.append, max_connections=2)
+        proxy.start()
+        tunnels = [ask(proxy, request % port), ask(proxy, request % port)]
+        try:
+            for tunnel in tunnels:
+                assert tunnel.recv(4096).startswith(b"HTTP/1.1 200")
+            third = read_all(ask(proxy, request % port))
+            tunnels[0].sendall(b"still here")
+            assert tunnels[0].recv(4096) == b"still here"
+        finally:
+            for tunnel in tunnels:
+                tunnel.close()
+            proxy.close()
+    assert third.startswith(b"HTTP/1.1 503")
+    assert lines == [
+        f"[reqdrive] egress refused: CONNECT 127.0.0.1:{port}: more than 2 connections at once"
+    ]
+
+
+def test_a_client_that_sends_no_request_is_dropped_and_frees_its_slot() -> None:
+    with echo_server() as port:
+        proxy = EgressProxy([("127.0.0.1", port)], lambda line: None, max_connections=1,
+                            head_timeout_s=0.2)  # fmt: skip
+        proxy.start()
+        try:
+            silent = ask(proxy, b"")
+            assert silent.recv(4096) == b""  # closed by the proxy, not by this test
+            silent.close()
+            tunnel = ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+            assert tunnel.recv(4096).startswith(b"HTTP/1.1 200")
+            tunnel.close()
+        finally:
+            proxy.close()

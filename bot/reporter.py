@@ -6,12 +6,22 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from github.PullRequest import PullRequest
 
+from bot.annotations import (
+    MAX_ANNOTATIONS,
+    annotation_key,
+    failure_annotations,
+    left_out_note,
+    story_failures,
+)
 from bot.github import RepoClient
 from bot.runs import RunRecord, RunRecords
 from worker.exceptions import RepoConfigError
+from worker.gates import GateResult
+from worker.inert_text import neutralize
 from worker.reporting import STATE_ICONS, render_pr_body
 from worker.state import (
     AttemptOutcome,
@@ -70,9 +80,11 @@ class Progress:
             *self.notes,
             self.checklist(),
             *self.ending,
-            PROGRESS_MARKER.format(run_id=run_id),
         ]
-        return "\n\n".join(p for p in parts if p) + "\n"
+        # Story ids, titles and reasons are the agent's words: no mention or closing keyword
+        # of theirs may act (each part is also made inert where it is put together).
+        text = [neutralize(p) for p in parts if p]
+        return "\n\n".join([*text, PROGRESS_MARKER.format(run_id=run_id)]) + "\n"
 
 
 def _story_line(story: StoryRecord, *, running: bool) -> str:
@@ -94,7 +106,9 @@ def _story_line(story: StoryRecord, *, running: bool) -> str:
 
 
 def _plain(text: str) -> str:
-    return " ".join(text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").split())
+    """Agent- or user-written text on one line: it cannot close or fake our hidden marker,
+    and GitHub does not act on its mentions or closing keywords."""
+    return neutralize(" ".join(text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").split()))
 
 
 def _code(text: str) -> str:
@@ -163,7 +177,7 @@ class GitHubReporter:
 
     def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None:
         self.progress.current = story.id
-        self.progress.status = f"🏃 Working on {story.id}, attempt {attempt}"
+        self.progress.status = f"🏃 Working on {_code(story.id)}, attempt {attempt}"
         self._meta(story=story.id, story_started_at=time.time())
         self._comment()
 
@@ -172,6 +186,8 @@ class GitHubReporter:
         self.progress.current = None
         if attempt.outcome in KEPT and attempt.commit:
             self.branch_pushed(self.record.branch, attempt.commit)
+        elif attempt.outcome not in KEPT:
+            self._annotate_failed_attempt(attempt.gates)
 
     def branch_pushed(self, branch: str, sha: str) -> None:
         if sha == self.head_sha:
@@ -201,7 +217,7 @@ class GitHubReporter:
         else:
             conclusion = CONCLUSIONS.get(result.stop_reason or StopReason.STORIES_SETTLED,
                                          Outcome.FAILURE)  # fmt: skip
-            self.progress.status = f"🟡 Finished as a draft: {result.draft_reason}."
+            self.progress.status = f"🟡 Finished as a draft: {_plain(result.draft_reason or '')}."
             if result.stop_reason is StopReason.CANCELLED:
                 self.progress.status = "⏹️ Cancelled: what passed is pushed; the PR stays a draft."
         self.progress.ending = [
@@ -210,7 +226,8 @@ class GitHubReporter:
         ]
         if result.head_sha != result.base_sha:
             self._upsert_pull(result, ready=result.ready)
-        self._finish_check(result.head_sha, conclusion)
+        failing = [*result.final_gates, *story_failures(result.stories)]
+        self._finish_check(result.head_sha, conclusion, failing)
         self._comment()
         self._save()
         self._meta(step="done")
@@ -231,7 +248,7 @@ class GitHubReporter:
         self.progress.ending = [next_steps(self.progress.stories)]
         sha = self.head_sha or self._base_sha() or self.fallback_sha()
         if sha:
-            self._finish_check(sha, conclusion)
+            self._finish_check(sha, conclusion, story_failures(self.progress.stories))
         self._comment()
         self._save()
 
@@ -256,7 +273,7 @@ class GitHubReporter:
         body = render_pr_body(result, closes_issue=self.record.issue_number)
         if self.record.repo_path and self.record.issue_number is None:
             body = f"Requirement: `{self.record.repo_path}`\n\n{body}"
-        title = f"reqdrive: {result.project or self.record.source}"
+        title = f"reqdrive: {_plain(result.project or self.record.source)}"
         pull = self._pull
         if pull is None and self.record.pull_number is not None:
             number = self.record.pull_number
@@ -279,17 +296,33 @@ class GitHubReporter:
 
     def _check_on_head(self, sha: str, *, status: str) -> None:
         run = self.client.create_check_run(
-            sha=sha, external_id=self.record.run_id, status=status, output=self._output()
+            sha=sha, external_id=self.record.run_id, status=status, output=self._output()[0]
         )
         self.record.check_run_id, self.record.check_sha = run.id, sha
+        self.record.annotated = []
 
-    def _finish_check(self, sha: str, conclusion: str) -> None:
-        output = self._output()
+    def _annotate_failed_attempt(self, gates: Sequence[GateResult]) -> None:
+        """The open check run shows where the attempt's tests failed (nothing to write when
+        there is no check run yet, or no new place to show)."""
+        if self.record.check_run_id is None:
+            return
+        output, sent = self._output(failure_annotations(gates), fresh=False)
+        if not sent:
+            return
+        self.client.update_check_run(self.record.check_run_id, status="in_progress", output=output)
+        self.record.annotated += sent
+        self._save()
+
+    def _finish_check(self, sha: str, conclusion: str, failing: Sequence[GateResult]) -> None:
+        annotations = failure_annotations(failing)
         if self.record.check_run_id is not None and self.record.check_sha == sha:
+            output, sent = self._output(annotations, fresh=False)
             self.client.update_check_run(
                 self.record.check_run_id, status="completed", conclusion=conclusion, output=output
             )
+            self.record.annotated += sent
             return
+        output, sent = self._output(annotations, fresh=True)
         run = self.client.create_check_run(
             sha=sha, external_id=self.record.run_id, status="completed",
             conclusion=conclusion, output=output,
@@ -300,14 +333,26 @@ class GitHubReporter:
                 output={"title": "Superseded", "summary": f"The run ended on {sha[:12]}."},
             )  # fmt: skip
         self.record.check_run_id, self.record.check_sha = run.id, sha
+        self.record.annotated = sent
 
-    def _output(self) -> dict[str, str]:
-        return {
+    def _output(
+        self, annotations: Sequence[dict[str, Any]] = (), *, fresh: bool = True
+    ) -> tuple[dict[str, Any], list[str]]:
+        """The check run's output, with the annotations its run does not have yet (all of
+        them on a `fresh` one), and their keys."""
+        had = set() if fresh else set(self.record.annotated)
+        new = [a for a in annotations if annotation_key(a) not in had]
+        send = new[: max(MAX_ANNOTATIONS - len(had), 0)]
+        summary = [*self.progress.notes, self.progress.checklist(), *self.progress.ending]
+        output: dict[str, Any] = {
             "title": _plain(self.progress.status)[:200] or "reqdrive",
             "summary": "\n\n".join(
-                [*self.progress.notes, self.progress.checklist(), *self.progress.ending]
+                neutralize(p) for p in [*summary, left_out_note(len(new) - len(send))] if p
             ),
         }
+        if send:
+            output["annotations"] = send
+        return output, [annotation_key(a) for a in send]
 
     # helpers --------------------------------------------------------------------------------
 

@@ -41,6 +41,8 @@ class RunRecord(BaseModel):
     comment_id: int | None = None
     check_run_id: int | None = None
     check_sha: str | None = None
+    # Annotations the check run already has (their keys): GitHub appends each update's.
+    annotated: list[str] = Field(default_factory=list)
     pull_number: int | None = None
     job_id: str | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)  # the job's RunRequest, to resume it

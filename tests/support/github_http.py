@@ -422,9 +422,11 @@ def _create_check(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
         "_repo": m["repo"],
         "url": f"{gh.api}/repos/{m['repo']}/check-runs/{cid}",
         "conclusion": None,
+        "_annotations": [],
         **body,
     }
     gh.check_runs[cid] = run
+    _annotate(run, body)
     return 201, _public(run)
 
 
@@ -432,7 +434,14 @@ def _create_check(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
 def _edit_check(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     run = gh.check_runs[int(m["id"])]
     run.update(body)
+    _annotate(run, body)
     return _public(run)
+
+
+def _annotate(run: dict[str, Any], body: dict[str, Any]) -> None:
+    # GitHub appends each request's annotations to the check run's; the rest of `output` is
+    # replaced. Tests read what a person would see in run["_annotations"].
+    run["_annotations"] += (body.get("output") or {}).get("annotations", [])
 
 
 @_route("GET", REPO + r"/commits/(?P<sha>[0-9a-f]+)/check-runs")

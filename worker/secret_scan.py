@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker.packed_formats import UnscannableStream, packed_streams
 from worker.redact import MIN_SECRET_LENGTH, Redactor
 from worker.workspace import run_git
 
@@ -122,11 +123,17 @@ class SecretScanner:
     def _scan_packed(self, data: bytes, depth: int) -> str | None:
         if depth >= 2:
             return None
+        unpacked = 0  # all of a file's streams together: many small ones are a bomb too
         try:
             for inner in _unpacked(data):
+                unpacked += len(inner)
+                if unpacked > MAX_SCAN_BYTES:
+                    raise _TooLarge
                 problem = self.scan_bytes(inner, depth + 1)
                 if problem:
                     return f"{problem}, compressed"
+        except UnscannableStream as error:
+            return str(error)
         except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error, zipfile.BadZipFile,
                 RuntimeError):  # fmt: skip
             return "a compressed file that cannot be unpacked to scan"
@@ -140,8 +147,9 @@ class _TooLarge(Exception):
 
 
 def _unpacked(data: bytes) -> Iterable[bytes]:
-    """The contents of a compressed file or zip archive, never more than MAX_SCAN_BYTES each
-    (a decompression bomb is refused, not expanded); nothing for other files."""
+    """The contents of a compressed file, a zip archive's members, the streams inside a PNG or
+    PDF, never more than MAX_SCAN_BYTES each (a decompression bomb is refused, not expanded);
+    nothing for other files."""
     for magic, make in UNPACKERS.items():
         if data.startswith(magic):
             yield _bounded(make().decompress(data, MAX_SCAN_BYTES + 1))
@@ -151,6 +159,10 @@ def _unpacked(data: bytes) -> Iterable[bytes]:
             for info in archive.infolist():
                 with archive.open(info) as member:  # RuntimeError when encrypted
                     yield _bounded(member.read(MAX_SCAN_BYTES + 1))
+        return
+    # A PNG's text chunks and image data, a PDF's streams: deflated inside the file.
+    for stream in packed_streams(data, MAX_SCAN_BYTES):
+        yield _bounded(stream)
 
 
 def _bounded(data: bytes) -> bytes:

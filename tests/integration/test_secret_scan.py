@@ -6,8 +6,10 @@ import base64
 import bz2
 import gzip
 import io
+import struct
 import subprocess
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -67,6 +69,32 @@ def zipped(data: bytes) -> bytes:
     return buffer.getvalue()
 
 
+def png(*chunks: tuple[bytes, bytes]) -> bytes:
+    """A PNG of a 4x1 grey image with these chunks before its IEND (IHDR first)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body)
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 1, 8, 0, 0, 0, 0))
+    body = b"".join(chunk(kind, data) for kind, data in chunks)
+    return b"\x89PNG\r\n\x1a\n" + header + body + chunk(b"IEND", b"")
+
+
+def pixels(data: bytes) -> list[tuple[bytes, bytes]]:
+    """The image data (filter byte 0, then the bytes) split over two IDAT chunks."""
+    stream = zlib.compress(b"\0" + data)
+    return [(b"IDAT", stream[:10]), (b"IDAT", stream[10:])]
+
+
+def pdf(stream: bytes, filters: str = "/FlateDecode") -> bytes:
+    """A one-object PDF whose content stream is `stream` under these filters."""
+    return (
+        b"%%PDF-1.7\n1 0 obj\n<< /Length %d /Filter %s >>\nstream\n%s\nendstream\nendobj\n"
+        b"trailer\n<< /Root 1 0 R >>\n%%%%EOF\n" % (len(stream), filters.encode(), stream)
+    )
+
+
 def wrapped(text: str, width: int) -> str:
     return "\n".join(text[i : i + width] for i in range(0, len(text), width))
 
@@ -89,6 +117,13 @@ def wrapped(text: str, width: int) -> str:
         (zipped(base64.b64encode(PEM.encode())), "base64-encoded), compressed"),
         (bz2.compress(PEM.encode()), "plainly), compressed"),
         (f"password: {REDIS_PASSWORD}\n".encode(), "plainly"),
+        # Compressed inside common binary formats: a PNG's text chunks and image data, a
+        # PDF's streams (and a stream with its dictionary's filters in an array).
+        (png((b"zTXt", b"Comment\0\0" + zlib.compress(PEM.encode()))), "plainly), compressed"),
+        (png((b"iTXt", b"Key\0\1\0en\0\0" + zlib.compress(TOKEN.encode()))), "plainly), comp"),
+        (png(*pixels(TOKEN.encode())), "plainly), compressed"),
+        (pdf(zlib.compress(b"BT (" + TOKEN.encode() + b") Tj ET")), "plainly), compressed"),
+        (pdf(zlib.compress(base64.b64encode(PEM.encode())), "[/FlateDecode]"), "base64-encoded)"),
     ],
 )
 def test_a_configured_secret_in_any_usual_form_is_found(
@@ -109,6 +144,12 @@ def test_ordinary_files_pass(repo: Path) -> None:
         "app.py": b"def hunter22():\n    return 'hunter2x'\n",
         "data.bin": bytes(range(256)) * 100,
         "archive.zip": zipped(b"nothing to see"),
+        "image.png": png(
+            (b"zTXt", b"Comment\0\0" + zlib.compress(b"drawn by hand")),
+            *pixels(b"\x10\x20\x30\x40"),
+        ),
+        "doc.pdf": pdf(zlib.compress(b"BT (Hello) Tj ET")),
+        "photo.pdf": pdf(b"\xff\xd8\xff\xe0 jpeg bytes", "/DCTDecode"),
     }
     assert scan(repo, ordinary) == []
 
@@ -120,10 +161,25 @@ def test_files_that_cannot_be_scanned_are_refused_not_skipped(
     bomb = gzip.compress(b"\0" * 100_000, mtime=0)  # small as stored, too large unpacked
     findings = scan(
         repo,
-        {"big.txt": b"x" * 2000, "bomb.gz": bomb, "broken.gz": b"\x1f\x8b" + b"garbage" * 10},
+        {
+            "big.txt": b"x" * 2000,
+            "bomb.gz": bomb,
+            "broken.gz": b"\x1f\x8b" + b"garbage" * 10,
+            "broken.png": png((b"zTXt", b"Comment\0\0not zlib")),
+            "cut.png": png(*pixels(b"x"))[:40],
+            "lzw.pdf": pdf(b"\x80\x0b\x60\x50", "/LZWDecode"),
+            "broken.pdf": pdf(b"not zlib"),
+            # Many small streams that unpack past the limit together.
+            "streams.pdf": pdf(zlib.compress(b"\0" * 600)) * 2,
+        },
     )
     assert sorted(findings) == [
         "big.txt: too large to scan (2000 bytes; the limit is 1000)",
         "bomb.gz: unpacks to more than 1000 bytes; too large to scan",
         "broken.gz: a compressed file that cannot be unpacked to scan",
+        "broken.pdf: a compressed file that cannot be unpacked to scan",
+        "broken.png: a compressed file that cannot be unpacked to scan",
+        "cut.png: a compressed file that cannot be unpacked to scan",
+        "lzw.pdf: a PDF stream filtered with /LZWDecode, which the scan cannot undo",
+        "streams.pdf: unpacks to more than 1000 bytes; too large to scan",
     ]

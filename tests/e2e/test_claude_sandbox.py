@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -24,8 +26,9 @@ from tests.e2e.test_claude_runner import (
 from tests.support.fake_anthropic import ToolCall, fake_anthropic, say, tool_result_text, use
 from worker.agents.base import AgentSettings
 from worker.agents.registry import make_runner
+from worker.processes import run_process
 from worker.redact import Redactor
-from worker.sandbox import SandboxMode, SandboxNetwork, make_sandbox
+from worker.sandbox import SandboxMode, SandboxNetwork, make_sandbox, tool_paths
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -154,3 +157,66 @@ def test_the_cli_reaches_its_api_and_nothing_else_with_egress_limited(
     assert "direct: [Errno 111] Connection refused" in probed
     log = call.log_path.read_text()
     assert f"[reqdrive] egress refused: GET 127.0.0.1:{redis_port}: not the model's API" in log
+
+
+@pytest.fixture
+def localhost_tls(tmp_path: Path) -> tuple[ssl.SSLContext, Path]:
+    """A self-signed certificate for localhost (made with openssl) and a server context."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    cert, key = tmp_path / "tls" / "cert.pem", tmp_path / "tls" / "key.pem"
+    cert.parent.mkdir()
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context, cert
+
+
+def test_the_cli_reaches_an_https_api_through_the_proxys_connect_tunnel(
+    claude_bin: Path,  # noqa: F811
+    localhost_tls: tuple[ssl.SSLContext, Path],
+    tmp_path: Path,
+) -> None:
+    """The production path: an https:// base URL, so the CLI asks the proxy to CONNECT and
+    runs TLS end to end with the API (the proxy answers absolute https:// requests 400).
+    run_process directly: the runner passes no CA variable, and this certificate is our own."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap not installed")
+    context, cert = localhost_tls
+    sandbox = make_sandbox(SandboxMode.ON, network=SandboxNetwork.API)
+    assert sandbox is not None
+    home = tmp_path / "home"
+    home.mkdir()
+    claude = str(claude_bin.resolve())
+    with fake_anthropic([say("hello over TLS")], tls=context) as server:
+        assert server.url.startswith("https://localhost:")
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(home),
+            "ANTHROPIC_API_KEY": FAKE_API_KEY,
+            "ANTHROPIC_BASE_URL": server.url,
+            "NODE_EXTRA_CA_CERTS": str(cert),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        confined = sandbox.bind(writable=[home], readonly=[cert, *tool_paths(claude, "")]).allowing(
+            [server.url]
+        )
+        outcome = run_process(
+            [claude, "-p", "say hello", "--max-turns", "1"],
+            cwd=tmp_path,
+            env=env,
+            timeout_s=120,
+            log_path=tmp_path / "claude.log",
+            redactor=Redactor(),
+            sandbox=confined,
+        )
+        asked = [r.path for r in server.message_requests()]
+
+    assert outcome.exit_code == 0, outcome.output_tail
+    assert "hello over TLS" in outcome.output_tail
+    assert asked == ["/v1/messages?beta=true"]

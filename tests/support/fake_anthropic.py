@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import ssl
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -272,12 +273,18 @@ def _handler(state: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def fake_anthropic(script: Sequence[Turn]) -> Iterator[FakeAnthropic]:
-    """Serve the script on an ephemeral 127.0.0.1 port for the duration of the block."""
+def fake_anthropic(
+    script: Sequence[Turn], tls: ssl.SSLContext | None = None
+) -> Iterator[FakeAnthropic]:
+    """Serve the script on an ephemeral 127.0.0.1 port for the duration of the block; with a
+    TLS context, over HTTPS as `https://localhost:<port>` (the context's certificate names it)."""
     state = FakeAnthropic(script=list(script))
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     server.daemon_threads = True
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        state.url = f"https://localhost:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

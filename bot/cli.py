@@ -213,12 +213,14 @@ def _worker(args: argparse.Namespace) -> int:
 def _check_sandbox(settings: Settings) -> None:
     """Refuse to take jobs when agents could not be confined, unless the operator said off."""
     from worker.exceptions import SandboxUnavailable
-    from worker.sandbox import make_sandbox, readonly_paths
+    from worker.sandbox import api_hosts, make_sandbox, readonly_paths
 
     readonly = readonly_paths(settings.reqdrive_sandbox_readonly)
+    hosts = api_hosts(settings.reqdrive_sandbox_api_hosts)
+    network = settings.reqdrive_sandbox_network
     try:
         # off: logged as a warning there; the `api` network is checked too (--unshare-net)
-        make_sandbox(settings.reqdrive_sandbox, readonly, network=settings.reqdrive_sandbox_network)
+        make_sandbox(settings.reqdrive_sandbox, readonly, network=network, api_hosts=hosts)
     except SandboxUnavailable as error:
         raise ConfigurationError(f"reqdrive worker: {error}") from None
 

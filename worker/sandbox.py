@@ -13,7 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from worker import egress_relay
-from worker.egress import Endpoint, endpoint, url_endpoint
+from worker.egress import Endpoint, endpoint, endpoint_text, url_endpoint
 from worker.exceptions import SandboxUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -289,6 +289,12 @@ def make_sandbox(
         )
         return None
     sandbox.check()
+    if sandbox.network is SandboxNetwork.API:
+        more = [endpoint_text(e) for e in sandbox.more_api_hosts]
+        LOG.info(
+            "agent calls reach only their model's API, checks no network",
+            extra={"network": "api", "more_api_hosts": more},
+        )
     return sandbox
 
 

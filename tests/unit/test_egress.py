@@ -302,3 +302,13 @@ def test_a_client_that_sends_no_request_is_dropped_and_frees_its_slot() -> None:
             tunnel.close()
         finally:
             proxy.close()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_a_worker_with_the_limit_says_so_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    from worker.sandbox import SandboxMode, make_sandbox
+
+    caplog.set_level("INFO", logger="worker.sandbox")
+    make_sandbox(SandboxMode.ON, network=SandboxNetwork.API, api_hosts=[("llm.internal", 1)])
+    [record] = [r for r in caplog.records if "model's API" in r.getMessage()]
+    assert record.more_api_hosts == ["llm.internal:1"]  # type: ignore[attr-defined]

@@ -165,7 +165,7 @@ class Sandbox:
         and what the relay needs bound (the socket, its script, the worker's interpreter)."""
         if self.proxy_socket is None:
             return self, list(argv), dict(env)
-        python = Path(sys.executable).resolve()
+        python = relay_python()
         relay = Path(egress_relay.__file__).resolve()
         # The interpreter's install (pyenv under /root, say) read-only; /usr is bound anyway.
         installs = [
@@ -222,6 +222,14 @@ class Sandbox:
             seen.add(target)
             args += [option, str(source), str(target)]
         return args
+
+
+def relay_python() -> Path:
+    """The worker's own interpreter as installed, not a virtual environment's copy or link
+    (which needs its `pyvenv.cfg`, outside the binds, to find the standard library)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    installed = Path(sys.base_prefix) / "bin" / version
+    return installed if installed.is_file() else Path(sys.executable).resolve()
 
 
 def _system_mounts() -> list[str]:

@@ -374,7 +374,11 @@ class RepositoryCache:
         self._fetch(mirror, remote_url, credentials)
         base_name, base_sha = self._resolve_base(mirror, remote_url, base_ref, credentials)
         remote_head = self._remote_branch_sha(mirror, branch)
-        if self._checkout(mirror, path, branch, remote_head or base_sha):
+        fresh = self._checkout(mirror, path, branch, remote_head or base_sha)
+        # A reused checkout's lease lags when its worker was killed after a push landed but
+        # before it recorded it; a remote head already in the checkout's history is that push
+        # (a push by anyone else is not in it, and stays refused).
+        if fresh or (remote_head is not None and self._has_commit(path, remote_head)):
             self._set_lease(path, remote_head)
         git_dir = _TRUSTED_GIT_DIRS[path.absolute()]
         resumed = remote_head is not None
@@ -616,6 +620,11 @@ class RepositoryCache:
             raise WorkspaceError(f"{git_file} was replaced; the worktree is rebuilt next time")
         git_file.write_text(f"gitdir: {admin}\n", encoding="utf-8")
         return admin
+
+    def _has_commit(self, path: Path, sha: str) -> bool:
+        """Whether `sha` is HEAD or one of its ancestors in the checkout at `path`."""
+        # merge-base prints the commit itself exactly when it is an ancestor of HEAD.
+        return self._git(["merge-base", sha, "HEAD"], path, check=False) == sha
 
     def _lease(self, path: Path) -> str | None:
         sha = self._git(["rev-parse", "--verify", "--quiet", LEASE_REF], path, check=False)

@@ -208,6 +208,40 @@ def test_reprepare_of_a_run_keeps_its_commits_and_drops_leftovers(
     assert (again.path / "README.md").read_text() == "hello\n"
 
 
+def test_a_run_killed_after_its_push_landed_pushes_again_from_the_reused_checkout(
+    cache: RepositoryCache, remote: Remote
+) -> None:
+    worktree = prepare(cache, remote, "run-1")
+    first = commit(worktree.path, "story-1.txt", "one\n")
+    cache.push(worktree)
+    # The worker died between the push landing and recording it: the lease is the old one.
+    git(worktree.path, "update-ref", "-d", workspace.LEASE_REF)
+
+    again = prepare(cache, remote, "run-1")
+    second = commit(again.path, "story-2.txt", "two\n")
+
+    assert again.path == worktree.path and head_sha(again.path) == second
+    assert cache.push(again) == second == remote.head(BRANCH)
+    assert git(remote.bare, "rev-parse", f"{BRANCH}~1") == first
+
+
+def test_a_reused_checkout_still_refuses_to_clobber_a_foreign_push(
+    cache: RepositoryCache, remote: Remote
+) -> None:
+    worktree = prepare(cache, remote, "run-1")
+    commit(worktree.path, "story-1.txt", "one\n")
+    cache.push(worktree)
+    git(remote.human, "fetch", "-q", "origin")
+    human = remote.push_commit("human-fix.txt", branch=BRANCH)
+
+    again = prepare(cache, remote, "run-1")
+    commit(again.path, "story-2.txt", "two\n")
+
+    with pytest.raises(GitError, match="stale info"):
+        cache.push(again)
+    assert remote.head(BRANCH) == human
+
+
 def test_reprepare_recreates_a_worktree_left_on_the_wrong_branch(
     cache: RepositoryCache, remote: Remote
 ) -> None:

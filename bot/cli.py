@@ -197,7 +197,7 @@ def _worker(args: argparse.Namespace) -> int:
         # Built once here; forked work horses inherit it.
         runtime = configure(settings, connection)
         # Runs whose worker died are resumed by whichever worker notices first.
-        Sweeper(runtime).start()
+        Sweeper(runtime, every_s=settings.reqdrive_recovery_sweep_s).start()
     # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.
     worker = Worker(
         [settings.reqdrive_queue],

@@ -15,7 +15,7 @@ from bot.auth import RUN_PERMISSIONS
 from bot.github import RepoClient
 from bot.metrics import MeteredReporter, record_run
 from bot.reporter import GitHubReporter, Outcome
-from bot.runs import HEARTBEAT_TTL_S, RunRecord
+from bot.runs import RunRecord
 from bot.runtime import Runtime
 from worker.exceptions import RepoConfigError
 from worker.pipeline import Pipeline, Requirement, RunSpec
@@ -39,7 +39,7 @@ def run_lock(rt: Runtime, record: RunRecord) -> Iterator[None]:
     """One job per repository and requirement, on any machine; the heartbeat keeps it, so a
     killed worker's lock lapses with its heartbeat."""
     key = LOCK_KEY.format(repo=record.repo.lower(), source=record.source)
-    if not rt.conn.set(key, record.run_id, nx=True, ex=HEARTBEAT_TTL_S):
+    if not rt.conn.set(key, record.run_id, nx=True, ex=rt.records.heartbeat_ttl_s):
         raise AlreadyRunning(record.run_id)
     try:
         yield
@@ -55,14 +55,17 @@ class Monitor(threading.Thread):
         self.rt, self.record, self.cancel = rt, record, cancel
         self.stopping = threading.Event()
         self.lock_key = LOCK_KEY.format(repo=record.repo.lower(), source=record.source)
+        # Three beats per heartbeat lifetime: one late beat does not make a live run look lost.
+        ttl_s = rt.records.heartbeat_ttl_s
+        self.beat_every_ticks = max(int(min(BEAT_EVERY_S, ttl_s / 3) / CANCEL_POLL_S), 1)
 
     def run(self) -> None:
         ticks = 0
         while not self.stopping.wait(CANCEL_POLL_S if ticks else 0):
             try:
-                if ticks % int(BEAT_EVERY_S / CANCEL_POLL_S) == 0:
+                if ticks % self.beat_every_ticks == 0:
                     self.rt.records.beat(self.record.run_id)
-                    self.rt.conn.expire(self.lock_key, HEARTBEAT_TTL_S)
+                    self.rt.conn.expire(self.lock_key, self.rt.records.heartbeat_ttl_s)
                 if self.rt.records.cancel_requested(self.record.run_id):
                     self.cancel.set()
             except Exception:  # Redis away for a moment: the next tick tries again

@@ -10,7 +10,7 @@ from worker.state import RunStatus
 
 log = logging.getLogger(__name__)
 
-SWEEP_EVERY_S = 30.0
+SWEEP_EVERY_S = 30.0  # REQDRIVE_RECOVERY_SWEEP_S's default
 # Of the sweepers in every worker, one claims each takeover; the claim outlives the time a
 # resume job needs to start beating, so a slow start is not taken over twice.
 CLAIM_KEY = "reqdrive:resume-claim:{run_id}"

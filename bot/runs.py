@@ -19,7 +19,7 @@ CANCEL_KEY = "reqdrive:cancel:{run_id}"
 # intake stores a newer run's arguments here when a REQ edit arrives while its run is running.
 RERUN_KEY = "reqdrive:rerun:{job_id}"
 RECORD_TTL_S = 30 * 24 * 3600  # as long as the engine keeps checkpoints
-HEARTBEAT_TTL_S = 45
+HEARTBEAT_TTL_S = 45  # REQDRIVE_HEARTBEAT_TTL_S's default
 CANCEL_TTL_S = 3600
 
 
@@ -52,8 +52,9 @@ class RunRecord(BaseModel):
 class RunRecords:
     """RunRecords in Redis, found by run id, by requirement or by branch."""
 
-    def __init__(self, conn: redis.Redis) -> None:
+    def __init__(self, conn: redis.Redis, heartbeat_ttl_s: int = HEARTBEAT_TTL_S) -> None:
         self.conn = conn
+        self.heartbeat_ttl_s = heartbeat_ttl_s
 
     def save(self, record: RunRecord) -> None:
         pipe = self.conn.pipeline()
@@ -81,7 +82,7 @@ class RunRecords:
     def beat(self, run_id: str) -> None:
         """The run is alive on this worker; also lists it among the active runs."""
         pipe = self.conn.pipeline()
-        pipe.set(HEARTBEAT_KEY.format(run_id=run_id), str(time.time()), ex=HEARTBEAT_TTL_S)
+        pipe.set(HEARTBEAT_KEY.format(run_id=run_id), str(time.time()), ex=self.heartbeat_ttl_s)
         pipe.sadd(ACTIVE_KEY, run_id)
         pipe.execute()
 

@@ -71,7 +71,7 @@ def configure(
         settings=settings,
         conn=conn,
         app=GitHubApp(auth, client_settings, budget=budget, sleep=sleep),
-        records=RunRecords(conn),
+        records=RunRecords(conn, settings.reqdrive_heartbeat_ttl_s),
         checkpoints=RedisCheckpointStore(conn),
         queue=Queue(settings.reqdrive_queue, connection=conn, serializer=JSONSerializer),
         environment=dict(os.environ),

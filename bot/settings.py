@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     reqdrive_github_write_interval_s: float = Field(default=1.0, ge=0)
     # Content writes per installation per minute, across all workers (GitHub's limit is 80).
     reqdrive_github_writes_per_minute: int = Field(default=79, ge=1, le=80)
+    # Recovery (bot/recovery.py): a run whose heartbeat is this old lost its worker; every
+    # worker looks for such runs this often. Lost runs resume within about their sum.
+    reqdrive_heartbeat_ttl_s: int = Field(default=45, ge=3)
+    reqdrive_recovery_sweep_s: float = Field(default=30.0, gt=0)
 
     @field_validator("reqdrive_log_format", mode="before")
     @classmethod

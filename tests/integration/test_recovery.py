@@ -1,0 +1,73 @@
+"""Lost runs are noticed by their heartbeat, whose lifetime an operator may shorten."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import redis
+
+from bot import runtime
+from bot.drive import Monitor
+from bot.recovery import CLAIM_KEY, sweep
+from bot.runs import HEARTBEAT_KEY, RunRecord
+from bot.settings import load_settings
+from tests.support.github_http import private_key_pem
+from worker.state import Checkpoint, RunStatus
+
+
+def _runtime(redis_conn: redis.Redis, redis_url: str, **settings: object) -> runtime.Runtime:
+    values = {
+        "github_webhook_secret": "test-secret",
+        "github_app_id": 42,
+        "github_private_key": private_key_pem(),
+        "redis_url": redis_url,
+        **settings,
+    }
+    return runtime.configure(load_settings(**values), redis_conn)
+
+
+def _record(run_id: str = "issue-1-x") -> RunRecord:
+    return RunRecord(
+        run_id=run_id, repo="octo/shop", installation_id=1, source="ISSUE-1", text="Build it.",
+        slug="issue-1-x", branch="reqdrive/issue-1-x", base_branch="main",
+        clone_url="https://example.invalid/octo/shop.git",
+    )  # fmt: skip
+
+
+def test_a_shorter_heartbeat_lifetime_is_kept_alive_by_a_running_monitor(
+    redis_conn: redis.Redis, redis_url: str
+) -> None:
+    rt = _runtime(redis_conn, redis_url, reqdrive_heartbeat_ttl_s=3)
+    record = _record()
+    monitor = Monitor(rt, record, threading.Event())
+    monitor.start()
+    try:
+        time.sleep(5)  # longer than the heartbeat lives: only beats within it keep it
+        assert rt.records.alive(record.run_id)
+        assert 0 < redis_conn.ttl(HEARTBEAT_KEY.format(run_id=record.run_id)) <= 3
+    finally:
+        monitor.stopping.set()
+        monitor.join()
+
+
+def test_a_run_whose_short_heartbeat_lapsed_is_queued_for_resume(
+    redis_conn: redis.Redis, redis_url: str
+) -> None:
+    rt = _runtime(redis_conn, redis_url, reqdrive_heartbeat_ttl_s=3)
+    record = _record()
+    rt.records.save(record)
+    checkpoint = Checkpoint(
+        run_id=record.run_id, requirement_source=record.source, branch=record.branch,
+        base_ref="main", base_sha="0" * 40, head_sha="0" * 40, status=RunStatus.RUNNING,
+    )  # fmt: skip
+    rt.checkpoints.save(checkpoint)
+    rt.records.beat(record.run_id)
+    assert sweep(rt) == []  # alive
+
+    redis_conn.delete(HEARTBEAT_KEY.format(run_id=record.run_id))  # as 3 s without a beat do
+
+    assert sweep(rt) == [record.run_id]
+    assert redis_conn.exists(CLAIM_KEY.format(run_id=record.run_id))
+    [job] = rt.queue.get_jobs()
+    assert job.func_name == "bot.jobs.resume_run"

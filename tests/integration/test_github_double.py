@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -145,6 +146,23 @@ def test_a_request_github_would_refuse_fails_the_test(tmp_path: Path) -> None:
         )
         assert answer.status_code == 422
         assert answer.json()["errors"]
+
+
+def test_a_request_cut_off_by_a_dying_client_is_dropped_not_judged(tmp_path: Path) -> None:
+    with github_double(tmp_path) as gh:
+        token = gh.issue_token(1)
+        host, port = gh.server.server_address[:2]
+        with socket.create_connection((str(host), int(port)), timeout=10) as client:
+            client.sendall(
+                f"POST /api/v3/repos/{REPO}/check-runs HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: token {token}\r\nContent-Type: application/json\r\n"
+                'Content-Length: 100\r\n\r\n{"name"'.encode()
+            )
+            client.shutdown(socket.SHUT_WR)  # the process is gone: no more bytes come
+            assert client.recv(1024) == b""  # closed without an answer
+
+    assert gh.violations == []
+    assert gh.requests_made() == []
 
 
 def test_faults_by_count_fraction_throttle_and_landed_writes(double: GitHubDouble) -> None:

@@ -82,6 +82,7 @@ class Stack:
             **env,
         }
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.workers: list[subprocess.Popen[bytes]] = []
         self.pids: set[int] = set()
 
     @property
@@ -114,17 +115,25 @@ class Stack:
         wait_for(self._healthy, 60, "the web process answers /healthz")
 
     def start_worker(self) -> subprocess.Popen[bytes]:
-        return self._start("worker", len(self.processes))
+        self.workers.append(self._start("worker", len(self.workers) + 1))
+        return self.workers[-1]
 
     def kill_group(self, process: subprocess.Popen[bytes]) -> None:
         """SIGKILL a process's group and every group below it, as a crashed host would: rq's
-        work horse and each agent call run in process groups of their own."""
+        work horse and each agent call run in process groups of their own.
+
+        Everything is stopped (SIGSTOP) before anything is killed: killed one group at a time,
+        the work horse could see its agent die first and report the run failed, which a
+        machine that is gone never does."""
         self._remember_descendants()
-        groups = {process.pid}
+        tree = [process.pid]
         with suppress(psutil.NoSuchProcess):
-            for child in psutil.Process(process.pid).children(recursive=True):
-                with suppress(ProcessLookupError):
-                    groups.add(os.getpgid(child.pid))
+            tree += [c.pid for c in psutil.Process(process.pid).children(recursive=True)]
+        groups = set()
+        for pid in tree:
+            with suppress(ProcessLookupError):
+                groups.add(os.getpgid(pid))
+                os.kill(pid, signal.SIGSTOP)
         for group in groups:
             with suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGKILL)

@@ -465,6 +465,9 @@ def _handler(double: GitHubDouble) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             headers = {name.lower(): value for name, value in self.headers.items()}
             raw = self._body(headers)
+            if raw is None:  # the client died mid-request (a killed worker): GitHub drops it
+                self.close_connection = True
+                return
             try:
                 if self.path.startswith("/git/"):
                     status, answer, data = double.answer_git(self.command, self.path, headers, raw)
@@ -482,18 +485,25 @@ def _handler(double: GitHubDouble) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _body(self, headers: dict[str, str]) -> bytes:
+        def _body(self, headers: dict[str, str]) -> bytes | None:
+            """The request's body; None when the connection ended before all of it came."""
             if headers.get("transfer-encoding", "").lower() == "chunked":
                 chunks: list[bytes] = []
                 while True:
-                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    line = self.rfile.readline()
+                    if not line.strip():
+                        return None
+                    size = int(line.split(b";")[0].strip(), 16)
                     if size == 0:
                         self.rfile.readline()
                         return b"".join(chunks)
                     chunks.append(self.rfile.read(size))
+                    if len(chunks[-1]) < size:
+                        return None
                     self.rfile.readline()
             length = int(headers.get("content-length") or 0)
-            return self.rfile.read(length) if length else b""
+            raw = self.rfile.read(length) if length else b""
+            return raw if len(raw) == length else None
 
         do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 

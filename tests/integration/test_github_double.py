@@ -148,6 +148,25 @@ def test_a_request_github_would_refuse_fails_the_test(tmp_path: Path) -> None:
         assert answer.json()["errors"]
 
 
+def test_it_names_each_use_of_a_token_on_a_repository_it_does_not_serve(
+    tmp_path: Path, double: GitHubDouble
+) -> None:
+    other = "acme/tools"
+    double.add_repository(other, tmp_path / "source", installation=2)
+    token = _token(double).json()["token"]  # installation 1, narrowed to "shop"
+    assert _get(double, f"/repos/{REPO}", token).status_code == 200
+    assert double.misused_tokens() == []
+
+    _get(double, f"/repos/{other}", token)
+    fetched = _git(tmp_path, "ls-remote", double.repos[other]["clone_url"], token=token)
+
+    assert fetched.returncode == 0
+    assert double.misused_tokens() == [
+        f"api {other} with installation 1's token",
+        f"git {other} with installation 1's token",
+    ]
+
+
 def test_a_request_cut_off_by_a_dying_client_is_dropped_not_judged(tmp_path: Path) -> None:
     with github_double(tmp_path) as gh:
         token = gh.issue_token(1)

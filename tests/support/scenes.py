@@ -44,10 +44,13 @@ def shop(
     *,
     role: str = "write",
     stories: dict[str, list[dict[str, Any]]] | None = None,
+    plan: dict[str, Any] | None = None,
+    title: str = "Features",
     installation: int = 1,
 ) -> Scene:
     """`repo` on the double (a project whose tests pass, with a reqdrive config), an issue
-    asking for two features, `alice` with `role`, and a scripted agent planning two stories."""
+    asking for two features, `alice` with `role`, and a scripted agent planning two stories
+    (or `plan`) and building them (or doing `stories`)."""
     name = repo.replace("/", "-")
     source = tmp_path / f"{name}-source"
     _project(source)
@@ -55,11 +58,11 @@ def shop(
     config = (source / ".github/reqdrive.yml").read_text()
     double.set_file(repo, "main", ".github/reqdrive.yml", config)
     double.set_role(repo, "alice", role)
-    issue = double.add_issue(repo, "Features", "Build features one and two.")
+    issue = double.add_issue(repo, title, "Build features one and two.")
     agent_dir = tmp_path / f"{name}-agent"
     agent_dir.mkdir()
     scenario = {
-        "plan": [{"prd": prd(2)}],
+        "plan": [{"prd": plan or prd(2)}],
         "stories": stories or {"US-001": [implement(1)], "US-002": [implement(2)]},
         "calls_log": CALLS_LOG,
     }

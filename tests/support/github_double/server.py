@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import threading
 import time
 import uuid
@@ -37,6 +38,7 @@ from tests.support.github_double.git_http import git, refs_of, run_backend
 from tests.support.github_http import APP_LOGIN, Call, FakeGitHub
 
 APP_ID = 4242
+REPO_PATH_RE = re.compile(r"/api/v3/repos/(?P<repo>[^/]+/[^/]+)")
 RATE_LIMIT = 5000
 
 
@@ -45,6 +47,16 @@ class Token:
     installation_id: int
     value: str
     expires: float  # time.time() after which it is refused
+    repositories: list[str] | None = None  # the names it was narrowed to; None: all
+
+
+@dataclass(frozen=True)
+class TokenUse:
+    """A repository an installation token was used on, over the API or git."""
+
+    token: str
+    repo: str
+    via: str  # "api", "graphql" or "git"
 
 
 class GitHubDouble(FakeGitHub):
@@ -62,6 +74,7 @@ class GitHubDouble(FakeGitHub):
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.token_ttl = token_ttl
         self.issued: dict[str, Token] = {}
+        self.token_uses: list[TokenUse] = []
         self.violations: list[str] = []
         self.git_requests: list[tuple[str, str, int]] = []
         self.pushes: list[dict[str, Any]] = []
@@ -159,6 +172,21 @@ class GitHubDouble(FakeGitHub):
         """Every API request that reached the double, in order (faulted ones too)."""
         with self.lock:
             return list(self.calls)
+
+    def misused_tokens(self) -> list[str]:
+        """Every way a token was used on a repository it does not serve: outside its
+        installation, or outside the repositories it was narrowed to (GitHub refuses both)."""
+        wrong = []
+        for use in self.token_uses:
+            token = self.issued[use.token]
+            record = self.repos.get(use.repo)
+            name = use.repo.split("/")[-1]
+            if record is None or record["_installation"] != token.installation_id:
+                owner = token.installation_id
+                wrong.append(f"{use.via} {use.repo} with installation {owner}'s token")
+            elif token.repositories is not None and name not in token.repositories:
+                wrong.append(f"{use.via} {use.repo} with a token for {token.repositories}")
+        return sorted(set(wrong))
 
     def check(self) -> None:
         """Fail if any request broke GitHub's OpenAPI description."""
@@ -330,6 +358,7 @@ class GitHubDouble(FakeGitHub):
             with self.lock:
                 self.calls.append(Call(method, url.path, {}, None, 401))
             return refused
+        self._note_use(url.path, headers, raw)
         if self.delay:
             time.sleep(self.delay)
         with self.lock:
@@ -342,7 +371,7 @@ class GitHubDouble(FakeGitHub):
                 return 504, {}, _json({"message": "timeout"})
             status, answer_headers, text = answer
             if url.path.endswith("/access_tokens") and status == 201:
-                text = self._issued_answer(url.path, text)
+                text = self._issued_answer(url.path, text, raw)
             self.rate_used += 1
         payload = json.loads(text) if text else None
         extra = self._rate_headers()
@@ -356,11 +385,12 @@ class GitHubDouble(FakeGitHub):
             payload = {**payload, "documentation_url": "https://docs.github.com/rest"}
         return status, {**answer_headers, **extra}, _json(payload)
 
-    def _issued_answer(self, path: str, text: str) -> str:
+    def _issued_answer(self, path: str, text: str, raw: bytes) -> str:
         answer = json.loads(text)
         installation = int(path.split("/")[-2])
         expires = time.time() + self.token_ttl
-        self.issued[answer["token"]] = Token(installation, answer["token"], expires)
+        narrowed = json.loads(raw).get("repositories") if raw else None
+        self.issued[answer["token"]] = Token(installation, answer["token"], expires, narrowed)
         answer["expires_at"] = datetime.fromtimestamp(expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return json.dumps(answer)
 
@@ -381,6 +411,23 @@ class GitHubDouble(FakeGitHub):
         if scheme.lower() not in ("token", "bearer") or self.live(credential) is None:
             return _unauthorized("Bad credentials")
         return None
+
+    def _note_use(self, path: str, headers: dict[str, str], raw: bytes) -> None:
+        """Remember which repository an installation token touched (API and GraphQL)."""
+        credential = headers.get("authorization", "").partition(" ")[2]
+        if credential not in self.issued:
+            return  # the App's JWT, which serves no repository
+        match = REPO_PATH_RE.match(path)
+        if match:
+            with self.lock:
+                self.token_uses.append(TokenUse(credential, match["repo"], "api"))
+        elif path == "/api/graphql" and raw:
+            variables = json.loads(raw).get("variables") or {}
+            node = (variables.get("input") or {}).get("pullRequestId")
+            with self.lock:
+                for (repo, _), pull in self.pulls.items():
+                    if pull["node_id"] == node:
+                        self.token_uses.append(TokenUse(credential, repo, "graphql"))
 
     def _rate_headers(self) -> dict[str, str]:
         return {
@@ -407,6 +454,8 @@ class GitHubDouble(FakeGitHub):
             return 401, {"WWW-Authenticate": 'Basic realm="GitHub"'}, b"Invalid credentials\n"
         path_info = url.path.removeprefix("/git")
         repo = path_info.split(".git/")[0].lstrip("/")
+        with self.lock:
+            self.token_uses.append(TokenUse(password, repo, "git"))
         receive = path_info.endswith("/git-receive-pack")
         before = refs_of(self.bare(repo)) if receive and repo in self.repos else {}
         status, answer, body = run_backend(

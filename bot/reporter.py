@@ -369,7 +369,7 @@ class GitHubReporter:
         return RunResult(
             run_id=self.record.run_id,
             requirement_source=self.record.source,
-            project=str(cp.prd.get("project", "")) if cp and cp.prd else "",
+            project=cp.prd.project if cp and cp.prd else "",
             branch=self.record.branch,
             base_ref=cp.base_ref if cp else self.record.base_branch,
             base_sha=cp.base_sha if cp else sha,

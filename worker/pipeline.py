@@ -35,7 +35,7 @@ from worker.judging import (
     unclaimed,
 )
 from worker.planning import Planner, check_test_claims
-from worker.prd import Prd, Story, parse_prd, select_next_story
+from worker.prd import Prd, Story, parse_prd
 from worker.prompting import STORY_TEMPLATE, PromptRenderer, load_overrides
 from worker.redact import Redactor
 from worker.repo_config import GatesMode, RepoConfig, read_repo_config
@@ -69,6 +69,7 @@ from worker.state import (
     StoryRecord,
     StoryState,
     check_retry,
+    select_next_story,
 )
 from worker.tampering import (
     changed_files,
@@ -185,7 +186,7 @@ class Pipeline:
     def _prd(self) -> Prd:
         if self.cp.prd is None:
             raise RuntimeError("the run has no plan yet")
-        return Prd.model_validate(self.cp.prd)
+        return self.cp.prd
 
     # the run ------------------------------------------------------------------------------
 
@@ -459,9 +460,9 @@ class Pipeline:
 
     def _adopt_plan(self, prd: Prd) -> None:
         cp = self.cp
-        cp.prd = prd.to_json()
-        cp.stories = [_record(s) for s in prd.user_stories]
-        self.folder.write_json(PRD_JSON, prd.to_json())
+        cp.prd = prd
+        cp.stories = [StoryRecord.model_validate(s.model_dump()) for s in prd.user_stories]
+        self._write_prd()
         self.folder.append_progress(
             f"plan: {len(prd.user_stories)} stories " + ", ".join(s.id for s in prd.user_stories)
         )
@@ -584,29 +585,10 @@ class Pipeline:
             budget = self.config.budget_usd
             if budget is not None and cp.cost_usd >= budget:
                 return StopReason.BUDGET_SPENT
-            self._story(cp.story(story.id))
+            self._story(story)
 
-    def _next_story(self) -> Story | None:
-        cp = self.cp
-        stories = [
-            Story(
-                id=s.id,
-                title=s.title,
-                acceptance_criteria=s.acceptance_criteria,
-                priority=s.priority,
-                passes=s.state is StoryState.PASSED,
-                attempts=len(s.attempts),
-            )
-            for s in cp.stories
-        ]
-        settled = {
-            s.id
-            for s in cp.stories
-            if s.state in (StoryState.FAILED, StoryState.UNVERIFIED, StoryState.NEEDS_REVIEW)
-        }
-        return select_next_story(
-            stories, max_story_retries=self.config.max_story_retries, settled=settled
-        )
+    def _next_story(self) -> StoryRecord | None:
+        return select_next_story(self.cp.stories, max_story_retries=self.config.max_story_retries)
 
     def _story(self, record: StoryRecord) -> None:
         cp = self.cp
@@ -772,15 +754,14 @@ class Pipeline:
         return {t: str(tests.get(t) or tests.get(t.split("::", 1)[0]) or MISSING) for t in added}
 
     def _story_values(self, record: StoryRecord, number: int) -> dict[str, object]:
-        story = self._prd().story(record.id)
         return {
             "story": {
-                "id": story.id,
-                "title": story.title,
-                "description": story.description,
-                "acceptance_criteria": list(story.acceptance_criteria),
-                "priority": story.priority,
-                "notes": story.notes,
+                "id": record.id,
+                "title": record.title,
+                "description": record.description,
+                "acceptance_criteria": list(record.acceptance_criteria),
+                "priority": record.priority,
+                "notes": record.notes,
                 "tests": list(record.tests),
             },
             "attempt": number,
@@ -817,19 +798,17 @@ class Pipeline:
         self.reporter.branch_pushed(cp.branch, cp.pushed_sha)
 
     def _write_prd(self) -> None:
-        cp = self.cp
-        prd = self._prd()
-        states = {s.id: s for s in cp.stories}
-        stories = [
-            s.model_copy(
-                update={
-                    "passes": states[s.id].state is StoryState.PASSED,
-                    "attempts": len(states[s.id].attempts),
-                }
-            )
-            for s in prd.user_stories
+        """The run folder's prd.json: the plan with the worker's `passes` and `attempts`."""
+        plan = self._prd().to_json()
+        plan["userStories"] = [
+            {
+                **s.model_dump(by_alias=True, mode="json", include=set(Story.model_fields)),
+                "passes": s.state is StoryState.PASSED,
+                "attempts": len(s.attempts),
+            }
+            for s in self.cp.stories
         ]
-        self.folder.write_json(PRD_JSON, prd.model_copy(update={"user_stories": stories}).to_json())
+        self.folder.write_json(PRD_JSON, plan)
 
     # verify and deliver -------------------------------------------------------------------
 
@@ -856,16 +835,6 @@ class Pipeline:
         self._save()
         self._write_run_json()
         return result
-
-
-def _record(story: Story) -> StoryRecord:
-    return StoryRecord(
-        id=story.id,
-        title=story.title,
-        priority=story.priority,
-        acceptance_criteria=list(story.acceptance_criteria),
-        tests=list(story.tests),
-    )
 
 
 _OUTCOMES = {

@@ -1,11 +1,11 @@
-"""The PRD an agent plans: its model, validation, and the worker's choice of the next story."""
+"""The PRD an agent plans: its model and validation."""
 
 from __future__ import annotations
 
 import json
 import re
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import (
@@ -79,7 +79,8 @@ TestId = Annotated[
 
 
 class Story(BaseModel):
-    """One user story; `passes` and `attempts` belong to the worker, never to the agent."""
+    """One user story as the plan gives it. What the worker makes of it (passed, attempts)
+    is the run's `StoryRecord`, built on this: fields an agent writes for those are ignored."""
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
 
@@ -90,8 +91,6 @@ class Story(BaseModel):
         alias="acceptanceCriteria", min_length=1, max_length=MAX_CRITERIA
     )
     priority: StrictInt
-    passes: bool = False
-    attempts: int = 0
     notes: Text = ""
     # Ids of the base commit's failing tests this story must make pass (the worker checks
     # that each exists); the story may add tests of its own besides.
@@ -145,9 +144,7 @@ def parse_prd(text: str) -> Prd:
     except ValidationError as exc:
         raise PrdError(_describe(exc)) from None
     _check_stories(prd.user_stories)
-    # Whatever the agent wrote, nothing has passed and nothing has been tried yet.
-    fresh = [s.model_copy(update={"passes": False, "attempts": 0}) for s in prd.user_stories]
-    return prd.model_copy(update={"user_stories": fresh})
+    return prd
 
 
 def _check_shape(text: str) -> None:
@@ -185,18 +182,3 @@ def _check_stories(stories: Sequence[Story]) -> None:
 def _describe(exc: ValidationError) -> str:
     described = [f"{p.path or 'prd.json'}: {p.message.lower()}" for p in problems(exc)]
     return "prd.json is invalid: " + "; ".join(described)
-
-
-def select_next_story(
-    stories: Sequence[Story], *, max_story_retries: int, settled: Collection[str] = ()
-) -> Story | None:
-    """The story to work on next: not passed, not settled, under the retry limit.
-
-    Lowest priority number first, then id, so the same state always gives the same story.
-    """
-    candidates = [
-        s
-        for s in stories
-        if not s.passes and s.id not in settled and s.attempts < max_story_retries
-    ]
-    return min(candidates, key=lambda s: (s.priority, s.id), default=None)

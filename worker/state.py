@@ -10,10 +10,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from worker.exceptions import ResumeError
 from worker.gates import GateResult
+from worker.prd import Prd, Story
 
 if TYPE_CHECKING:
     import redis
@@ -115,14 +116,12 @@ class AttemptRecord(BaseModel):
     duration_s: float = 0.0
 
 
-class StoryRecord(BaseModel):
+class StoryRecord(Story):
     """A story of the plan with the worker's verdict and the history of its attempts."""
 
-    id: str
-    title: str
-    priority: int
-    acceptance_criteria: list[str]
-    tests: list[str] = Field(default_factory=list)  # test ids the plan gave it to make pass
+    # The plan's story stays as planned; the verdict and attempts change as the run goes.
+    model_config = ConfigDict(frozen=False)
+
     state: StoryState = StoryState.PENDING
     attempts: list[AttemptRecord] = Field(default_factory=list)
     # Attempts before a retry asked for it again: kept for the record, no longer counted.
@@ -162,7 +161,7 @@ class Checkpoint(BaseModel):
     # The iteration a retry started from: maxIterations counts from here.
     retry_from: int = 0
     plan_attempts: int = 0
-    prd: dict[str, object] | None = None
+    prd: Prd | None = None
     stories: list[StoryRecord] = Field(default_factory=list)
     baseline: list[GateResult] | None = None
     cost_usd: float = 0.0
@@ -170,6 +169,21 @@ class Checkpoint(BaseModel):
     error: str | None = None
     started_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stories_from_older_checkpoints(cls, data: object) -> object:
+        """Checkpoints written before the story record was built on the plan's story kept
+        each story's description and notes only in the stored PRD: copy them across, so a
+        run resumed after an upgrade prompts with the same story."""
+        if not isinstance(data, dict) or not isinstance(data.get("prd"), dict):
+            return data
+        planned = data["prd"].get("userStories", data["prd"].get("user_stories"))
+        stories = data.get("stories")
+        if not isinstance(planned, list) or not isinstance(stories, list):
+            return data
+        by_id = {s.get("id"): s for s in planned if isinstance(s, dict)}
+        return {**data, "stories": [_with_plan_text(s, by_id) for s in stories]}
 
     def story(self, story_id: str) -> StoryRecord:
         for record in self.stories:
@@ -212,6 +226,26 @@ def check_retry(checkpoint: Checkpoint | None, run_id: str, story_ids: Sequence[
             f"cannot retry {', '.join(unknown)}: the plan has "
             + (", ".join(known) if known else "no stories yet")
         )
+
+
+def _with_plan_text(story: object, planned: dict[object, dict[str, object]]) -> object:
+    if not isinstance(story, dict) or story.get("id") not in planned:
+        return story
+    plan = planned[story["id"]]
+    return {k: plan[k] for k in ("description", "notes") if k in plan} | story
+
+
+def select_next_story(
+    stories: Sequence[StoryRecord], *, max_story_retries: int
+) -> StoryRecord | None:
+    """The story to work on next: pending (not passed, not settled), under the retry limit.
+
+    Lowest priority number first, then id, so the same state always gives the same story.
+    """
+    candidates = [
+        s for s in stories if s.state is StoryState.PENDING and len(s.attempts) < max_story_retries
+    ]
+    return min(candidates, key=lambda s: (s.priority, s.id), default=None)
 
 
 # Stories that ended without passing: what "retry every failed story" runs again.

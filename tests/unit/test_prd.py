@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from worker.exceptions import PrdError
-from worker.prd import Story, parse_prd, select_next_story
+from worker.prd import parse_prd
 
 
 def story(story_id: str, priority: int = 1, **extra: Any) -> dict[str, Any]:
@@ -29,10 +29,10 @@ def prd_text(stories: list[dict[str, Any]]) -> str:
     return json.dumps({"project": "p", "sourceReq": "REQ-1", "userStories": stories})
 
 
-def test_a_valid_plan_is_read_and_the_worker_resets_passes_and_attempts() -> None:
+def test_a_valid_plan_is_read_without_the_fields_the_worker_owns() -> None:
     prd = parse_prd(prd_text([story("US-001", passes=True, attempts=7), story("US-002", 2)]))
     assert [s.id for s in prd.user_stories] == ["US-001", "US-002"]
-    assert all(not s.passes and s.attempts == 0 for s in prd.user_stories)
+    assert all({"passes", "attempts"}.isdisjoint(s) for s in prd.to_json()["userStories"])
     assert prd.to_json()["userStories"][0]["acceptanceCriteria"] == ["it works"]
 
 
@@ -60,30 +60,6 @@ def test_an_invalid_plan_is_refused_with_a_message_naming_what_is_wrong(
     with pytest.raises(PrdError) as caught:
         parse_prd(text)
     assert message in str(caught.value)
-
-
-def make(story_id: str, priority: int, *, passes: bool = False, attempts: int = 0) -> Story:
-    return Story.model_validate(story(story_id, priority, passes=passes, attempts=attempts))
-
-
-def test_the_next_story_is_the_lowest_priority_then_the_lowest_id() -> None:
-    stories = [make("US-003", 2), make("US-002", 1), make("US-001", 1)]
-    chosen = select_next_story(stories, max_story_retries=3)
-    assert chosen is not None and chosen.id == "US-001"
-    # The order stories are listed in does not matter.
-    assert select_next_story(list(reversed(stories)), max_story_retries=3) == chosen
-
-
-def test_passed_settled_and_exhausted_stories_are_never_chosen() -> None:
-    stories = [
-        make("US-001", 1, passes=True),
-        make("US-002", 1, attempts=3),
-        make("US-003", 2),
-        make("US-004", 3),
-    ]
-    chosen = select_next_story(stories, max_story_retries=3, settled={"US-003"})
-    assert chosen is not None and chosen.id == "US-004"
-    assert select_next_story(stories[:3], max_story_retries=3, settled={"US-003"}) is None
 
 
 @pytest.mark.parametrize(

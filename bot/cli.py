@@ -228,7 +228,12 @@ def _check_sandbox(settings: Settings) -> None:
 def _replay(args: argparse.Namespace) -> int:
     from bot.replay import replay_file
 
-    return replay_file(args.event, args.payload, url=args.url, delivery_id=args.delivery_id)
+    # The same .env `reqdrive up` reads; variables set in the environment win over it.
+    settings = load_settings(_env_file=Path.cwd() / ".env")
+    secret = settings.github_webhook_secret.get_secret_value()
+    return replay_file(
+        args.event, args.payload, url=args.url, delivery_id=args.delivery_id, secret=secret
+    )
 
 
 def run_engine(argv: list[str]) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import sys
 import urllib.error
 import urllib.request
@@ -12,11 +11,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from dotenv import load_dotenv
-
-from bot.exceptions import ConfigurationError
-
-SECRET_VARIABLE = "GITHUB_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
 TIMEOUT_S = 30.0
 
 
@@ -52,12 +46,8 @@ def post_delivery(url: str, event: str, body: bytes, secret: str, delivery_id: s
         return Answer(exc.code, exc.read().decode(errors="replace"))
 
 
-def replay_file(event: str, payload: str, *, url: str, delivery_id: str | None) -> int:
+def replay_file(event: str, payload: str, *, url: str, delivery_id: str | None, secret: str) -> int:
     """The `reqdrive replay` command: print the server's answer; 0 on 2xx, else 1."""
-    load_dotenv(Path.cwd() / ".env", override=False)  # the same .env `reqdrive up` reads
-    secret = os.environ.get(SECRET_VARIABLE, "")
-    if not secret:
-        raise ConfigurationError(f"set {SECRET_VARIABLE}: the secret the server verifies with")
     try:
         body = Path(payload).read_bytes()
     except OSError as exc:

@@ -19,6 +19,7 @@ from bot.enqueue import Accepted, Enqueuer
 from bot.events import Event, Payload
 from bot.exceptions import QueueUnavailable
 from bot.triggers import TriggerContext, triggers_for
+from worker.validation import problems
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -150,11 +151,10 @@ def _parse(headers: DeliveryHeaders, body: bytes) -> Event | Answer:
 
 def invalid_payload(exc: ValidationError) -> Answer:
     """400 naming the first field that is not what GitHub sends (never echoing its value)."""
-    error = exc.errors(include_input=False, include_url=False)[0]
-    if error["type"] in {"json_invalid", "model_type"}:
+    first = problems(exc)[0]
+    if first.kind in {"json_invalid", "model_type"}:
         return MALFORMED  # not JSON, or not an object
-    where = ".".join(str(part) for part in error["loc"])
-    return Answer(400, {"error": f"payload field {where}: {error['msg']}"})
+    return Answer(400, {"error": f"payload field {first.path}: {first.message}"})
 
 
 def _loggable(delivery_id: str | None) -> str | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from rq.job import JobStatus
+
 from bot.runtime import Runtime
 from worker.state import RunStatus
 
@@ -30,6 +32,7 @@ def sweep(rt: Runtime) -> list[str]:
             continue
         if not rt.conn.set(CLAIM_KEY.format(run_id=run_id), "1", nx=True, ex=CLAIM_TTL_S):
             continue  # another worker's sweeper took it
+        retire_lost_job(rt, run_id)
         rt.queue.enqueue(
             "bot.jobs.resume_run",
             kwargs={"run_id": run_id},
@@ -39,6 +42,17 @@ def sweep(rt: Runtime) -> list[str]:
         log.warning("run lost its worker; resume queued", extra={"run_id": run_id})
         queued.append(run_id)
     return queued
+
+
+def retire_lost_job(rt: Runtime, run_id: str) -> None:
+    """Cancel the job the lost worker was running: rq still counts it started, and its own
+    cleanup of abandoned jobs retries it (RUN_RETRY) minutes later, a second run beside the
+    resume (an "already running" reply, or the finished run reported over again)."""
+    record = rt.records.load(run_id)
+    job = rt.queue.fetch_job(record.job_id) if record and record.job_id else None
+    if job is not None and job.get_status() == JobStatus.STARTED:
+        job.cancel()
+        log.info("lost job cancelled", extra={"run_id": run_id, "job_id": job.id})
 
 
 class Sweeper(threading.Thread):

@@ -8,6 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
+from rq import Queue
+from rq.registry import ScheduledJobRegistry, StartedJobRegistry
+from rq.serializers import JSONSerializer
 
 from tests.integration.test_pipeline import git, implement
 from tests.support.github_double import GitHubDouble, github_double
@@ -59,10 +63,18 @@ def test_a_worker_killed_after_the_first_push_is_replaced_and_the_run_finishes_o
         except AssertionError:
             raise AssertionError(running.logs()[-6000:]) from None
         took = time.monotonic() - killed_at
+        # rq's own cleanup of the killed worker's job, as a worker's maintenance runs it
+        # minutes later: it must not run the job a second time.
+        conn = redis.Redis.from_url(running.redis_url)
+        queue = Queue("reqdrive", connection=conn, serializer=JSONSerializer)
+        StartedJobRegistry(queue=queue).cleanup(time.time() + 3600)
+        scheduled = ScheduledJobRegistry(queue=queue).get_job_ids() + queue.get_job_ids()
+        conn.close()
         time.sleep(2)  # a duplicate resume, if one was queued, would have started by now
         [calls] = agent_calls(running).values()
 
     assert pushes_at_kill == 1
+    assert scheduled == []
     assert took < TAKEOVER_LIMIT_S
     assert calls.count("plan 1") == 1
     assert calls.count("US-001 1") == 1  # the pushed story is not re-done

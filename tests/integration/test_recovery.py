@@ -6,6 +6,9 @@ import threading
 import time
 
 import redis
+from rq import Retry
+from rq.job import JobStatus
+from rq.registry import ScheduledJobRegistry, StartedJobRegistry
 
 from bot import runtime
 from bot.drive import Monitor
@@ -35,6 +38,13 @@ def _record(run_id: str = "issue-1-x") -> RunRecord:
     )  # fmt: skip
 
 
+def _running(record: RunRecord) -> Checkpoint:
+    return Checkpoint(
+        run_id=record.run_id, requirement_source=record.source, branch=record.branch,
+        base_ref="main", base_sha="0" * 40, head_sha="0" * 40, status=RunStatus.RUNNING,
+    )  # fmt: skip
+
+
 def test_a_shorter_heartbeat_lifetime_is_kept_alive_by_a_running_monitor(
     redis_conn: redis.Redis, redis_url: str
 ) -> None:
@@ -57,11 +67,7 @@ def test_a_run_whose_short_heartbeat_lapsed_is_queued_for_resume(
     rt = _runtime(redis_conn, redis_url, reqdrive_heartbeat_ttl_s=3)
     record = _record()
     rt.records.save(record)
-    checkpoint = Checkpoint(
-        run_id=record.run_id, requirement_source=record.source, branch=record.branch,
-        base_ref="main", base_sha="0" * 40, head_sha="0" * 40, status=RunStatus.RUNNING,
-    )  # fmt: skip
-    rt.checkpoints.save(checkpoint)
+    rt.checkpoints.save(_running(record))
     rt.records.beat(record.run_id)
     assert sweep(rt) == []  # alive
 
@@ -71,3 +77,31 @@ def test_a_run_whose_short_heartbeat_lapsed_is_queued_for_resume(
     assert redis_conn.exists(CLAIM_KEY.format(run_id=record.run_id))
     [job] = rt.queue.get_jobs()
     assert job.func_name == "bot.jobs.resume_run"
+
+
+def test_the_lost_workers_job_is_cancelled_so_rq_does_not_run_it_again(
+    redis_conn: redis.Redis, redis_url: str
+) -> None:
+    rt = _runtime(redis_conn, redis_url)
+    lost = rt.queue.enqueue("bot.jobs.run_requirement", retry=Retry(max=2, interval=60))
+    done = rt.queue.enqueue("bot.jobs.run_requirement")
+    lost.set_status(JobStatus.STARTED)  # as the killed worker left it
+    done.set_status(JobStatus.FINISHED)
+    for run_id, job in (("issue-1-x", lost), ("issue-2-y", done)):
+        record = _record(run_id)
+        record.job_id = job.id
+        rt.records.save(record)
+        rt.checkpoints.save(_running(record))
+        rt.records.beat(run_id)
+        redis_conn.delete(HEARTBEAT_KEY.format(run_id=run_id))
+
+    started = StartedJobRegistry(queue=rt.queue)
+    redis_conn.zadd(started.key, {f"{lost.id}:lost-execution": 1})  # its worker's entry, expired
+
+    assert sorted(sweep(rt)) == ["issue-1-x", "issue-2-y"]
+    started.cleanup()  # rq's maintenance, minutes later in a worker
+
+    assert lost.get_status() == JobStatus.CANCELED
+    assert ScheduledJobRegistry(queue=rt.queue).get_job_ids() == []  # no retry of it
+    assert lost.id not in rt.queue.get_job_ids()
+    assert done.get_status() == JobStatus.FINISHED

@@ -41,7 +41,7 @@ def test_story_failures_are_the_last_attempt_of_each_failed_story() -> None:
     def story(state: StoryState, *gates: GateResult) -> StoryRecord:
         attempts = [AttemptRecord(iteration=n, attempt=n, outcome=AttemptOutcome.GATES_FAILED,
                                   gates=[g]) for n, g in enumerate(gates, 1)]  # fmt: skip
-        return StoryRecord(id="US-1", title="t", priority=1, acceptance_criteria=[],
+        return StoryRecord(id="US-1", title="t", priority=1, acceptance_criteria=["a"],
                            state=state, attempts=attempts)  # fmt: skip
 
     stories = [story(StoryState.FAILED, old, broken), story(StoryState.PASSED, broken)]

@@ -10,6 +10,7 @@ import pytest
 from tests.integration.test_pipeline import git, implement
 from tests.support.github_double import GitHubDouble, github_double
 from tests.support.harness import stack, wait_for
+from tests.support.leaks import assert_no_secrets
 from tests.support.scenes import all_calls, shop
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -58,3 +59,4 @@ def test_a_failing_attempt_is_annotated_on_the_line_its_test_failed(
     assert annotation["title"] == "tests.test_feature_2::test_feature_2"
     assert annotation["message"].startswith("assert -1 == 2")
     assert by_sha[first]["conclusion"] == "neutral"  # superseded once US-002 passed
+    assert_no_secrets(double, root)  # the annotation quotes test output: no credential in it

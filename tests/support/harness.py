@@ -4,6 +4,7 @@ and torn down by PID."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -22,6 +23,8 @@ from bot.embedded_redis import EmbeddedRedis
 from tests.support import webhooks
 from tests.support.github_double import GitHubDouble
 from tests.support.ports import free_port
+from worker.exceptions import SandboxUnavailable
+from worker.sandbox import SandboxMode, make_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCFILE = ROOT / "Procfile"
@@ -46,6 +49,17 @@ def private_redis(directory: Path) -> EmbeddedRedis:
     server = EmbeddedRedis(directory, append_only=False, executable=executable)
     assert len(str(server.socket_path)) < SOCKET_PATH_MAX, f"too long: {server.socket_path}"
     return server
+
+
+@functools.cache
+def sandbox_works() -> bool:
+    """Whether bubblewrap can confine agents here (installed, user namespaces allowed): the
+    stack then runs with the default REQDRIVE_SANDBOX, else with it off."""
+    try:
+        make_sandbox(SandboxMode.ON)
+    except SandboxUnavailable:
+        return False
+    return True
 
 
 def sandbox_readonly(*folders: Path) -> str:

@@ -14,7 +14,7 @@ import yaml
 
 from tests.integration.test_pipeline import GITIGNORE, PYTEST, SCRIPTED_AGENT, implement, prd
 from tests.support.github_double import GitHubDouble
-from tests.support.harness import Stack, sandbox_readonly
+from tests.support.harness import Stack, sandbox_readonly, sandbox_works
 
 # The run's own HOME: the one place outside its worktree a sandboxed agent may write.
 CALLS_LOG = "$HOME/calls.log"
@@ -28,13 +28,17 @@ class Scene:
     command: str
 
     def env(self) -> dict[str, str]:
-        """The stack's environment for this scene: the default sandbox, no pacing."""
-        return {
+        """The stack's environment for this scene: the default sandbox (off only where
+        bubblewrap cannot work), no pacing."""
+        env = {
             "REQDRIVE_AGENT_COMMAND": self.command,
             "REQDRIVE_SANDBOX_READONLY": sandbox_readonly(self.agent_dir),
             "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
             "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
         }
+        if not sandbox_works():
+            env["REQDRIVE_SANDBOX"] = "off"
+        return env
 
 
 def shop(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_a_token_in_a_comment_pr_or_check_run_is_named(double: GitHubDouble) -> 
     token = double.issue_token(1)
     issue = double.add_issue(REPO, "Features", "Build them.")
     double.comments[7] = {"id": 7, "body": f"push with {token}", "_issue": (REPO, issue)}
-    double.pulls[(REPO, 2)] = {"title": "Features", "body": "clean"}
+    double.pulls[(REPO, 2)] = {"title": "Features", "body": "clean", "head": {"ref": "x"}}
     double.check_runs[3] = {"output": {"summary": f"x {token}"}, "_repo": REPO}
 
     with pytest.raises(AssertionError) as failed:
@@ -67,3 +68,23 @@ def test_a_token_in_a_comment_pr_or_check_run_is_named(double: GitHubDouble) -> 
     assert "comment 7" in str(failed.value)
     assert "check run 3" in str(failed.value)
     assert "pull" not in str(failed.value)
+
+
+def test_a_secret_committed_to_a_pull_requests_branch_is_named(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "one"]):
+        subprocess.run(["git", *args], cwd=source, check=True, capture_output=True)
+    with github_double(tmp_path / "github") as double:
+        double.add_repository(REPO, source)
+        token = double.issue_token(1)
+        (source / "config.env").write_text(f"GH_TOKEN={token}\n")
+        for args in (["checkout", "-q", "-b", "reqdrive/x"], ["add", "-A"],
+                     ["commit", "-q", "-m", "feat: x"]):  # fmt: skip
+            subprocess.run(["git", *args], cwd=source, check=True, capture_output=True)
+        bare = str(double.bare(REPO))
+        subprocess.run(["git", "push", "-q", bare, "reqdrive/x"], cwd=source, check=True)
+        double.pulls[(REPO, 2)] = {"title": "X", "body": "clean", "head": {"ref": "reqdrive/x"}}
+
+        with pytest.raises(AssertionError, match="commits"):
+            assert_no_secrets(double)

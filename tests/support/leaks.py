@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from pathlib import Path
 
 from tests.support import webhooks
@@ -30,7 +31,22 @@ def visible_on_github(double: GitHubDouble) -> dict[str, str]:
         texts[f"check run {number}"] = json.dumps(run, default=str)
     for index, comment in enumerate(double.commit_comments):
         texts[f"commit comment {index}"] = json.dumps(comment, default=str)
+    for (repo, number), pull in double.pulls.items():
+        texts[f"pull {repo}#{number}'s commits"] = _pushed(double, repo, pull["head"]["ref"])
     return texts
+
+
+def _pushed(double: GitHubDouble, repo: str, branch: str) -> str:
+    """A pull request's commits as people read them: messages and every changed file."""
+    if not double.bare(repo).is_dir():
+        return ""  # a repository the test set up without git
+    base = double.repos[repo]["default_branch"]
+    span = f"{base}..refs/heads/{branch}"
+    done = subprocess.run(
+        ["git", "log", "--patch", "--binary", "--format=%B", span],
+        cwd=double.bare(repo), capture_output=True, text=True, errors="replace", check=False,
+    )  # fmt: skip
+    return done.stdout
 
 
 def files_under(*folders: Path) -> dict[str, bytes]:

@@ -193,7 +193,9 @@ def _op_clone(request: dict[str, Any]) -> None:
 
 
 def _op_prepare(request: dict[str, Any]) -> None:
-    cache = RepositoryCache(Path(request["cache"]), spares_per_mirror=request["spares"])
+    cache = RepositoryCache(
+        Path(request["cache"]), environment=os.environ, spares_per_mirror=request["spares"]
+    )
     cache.prepare(request["source"], branch=request["branch"], base_ref=None, run_id=request["run"])
 
 
@@ -282,7 +284,7 @@ def _prepare(source: Path, cache: Path, run_id: str, spares: int = 0) -> Sample:
 
 
 def _remove(cache: Path, run_id: str, spares: int) -> None:
-    repo_cache = RepositoryCache(cache, spares_per_mirror=spares)
+    repo_cache = RepositoryCache(cache, environment=os.environ, spares_per_mirror=spares)
     path = repo_cache.worktrees_dir / run_id
     repo_cache.remove(Worktree(path, f"reqdrive/{run_id}", "main", "", resumed=False))
 

@@ -203,7 +203,10 @@ def _spec(args: argparse.Namespace, *, plan_only: bool = False) -> RunSpec:
     requirement = _requirement(args.requirement, root)
     base = args.base or _current_branch(root)
     if not run_git(
-        ["rev-parse", "--verify", "--quiet", f"refs/heads/{base}"], cwd=root, check=False
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{base}"],
+        cwd=root,
+        environment=os.environ,
+        check=False,
     ):
         raise PreflightError(f"base branch {base!r} does not exist in {root}")
     env = dict(os.environ)
@@ -271,14 +274,19 @@ def _keep_out_of_git_status(work_dir: Path, root: Path) -> None:
 
 
 def repo_root(cwd: Path) -> Path:
-    root = run_git(["rev-parse", "--show-toplevel"], cwd=cwd, check=False)
+    root = run_git(["rev-parse", "--show-toplevel"], cwd=cwd, environment=os.environ, check=False)
     if not root:
         raise PreflightError(f"{cwd} is not inside a git repository")
     return Path(root)
 
 
 def _current_branch(root: Path) -> str:
-    branch = run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=root, check=False)
+    branch = run_git(
+        ["symbolic-ref", "--quiet", "--short", "HEAD"],
+        cwd=root,
+        environment=os.environ,
+        check=False,
+    )
     if not branch:
         raise PreflightError("HEAD is detached: pass --base BRANCH")
     return branch

@@ -120,8 +120,9 @@ class RunSpec:
     # Fresh credentials before every fetch and push (None: the remote needs none).
     credentials: CredentialsProvider | None = None
     secrets: tuple[str, ...] = ()
-    # The environment the agent's allowlisted variables (PATH, locale, its API key) and the
-    # gates' PATH come from: given by the caller, never read here.
+    # The environment the agent's allowlisted variables (PATH, locale, its API key), git's
+    # (PATH, proxies, CA files, the SSH agent) and the gates' PATH come from: given by the
+    # caller, never read here.
     source_env: Mapping[str, str] = field(default_factory=dict)
     # The runner when neither agent_runner nor the repository's config names one.
     default_runner: str = "claude"
@@ -169,7 +170,7 @@ class Pipeline:
         # One run of this requirement at a time: the run folder's flock unless the caller
         # gives a lock every machine sees (RedisRunLock).
         self.lock: RunLock = lock or FileRunLock(self.folder)
-        self.cache = RepositoryCache(spec.work_dir / "cache")
+        self.cache = RepositoryCache(spec.work_dir / "cache", environment=spec.source_env)
         self.home = spec.work_dir / "homes" / spec.run_id
         # Outside the run folder, so the agent never reaches the checkpoint, logs or PRD:
         # where planning leaves prd.json, and the agent's own git folder.

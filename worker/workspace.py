@@ -144,19 +144,33 @@ class AgentGitView:
     objects: Path
 
 
+@dataclass(frozen=True)
+class _Checkout:
+    git_dir: Path
+    environment: Mapping[str, str]  # what git run there inherits (allowlisted already)
+
+
 # Checkouts whose git folder the worker knows from its own records: run_git names that folder
 # and the work tree explicitly for any command run in them, so a `.git` file the agent
 # rewrote (pointing at another repository, or at the user's own checkout) is never read.
-_TRUSTED_GIT_DIRS: dict[Path, Path] = {}
+# Each keeps the environment its cache was given, so the run's commands there (reset, diff,
+# commit, from any module) inherit what the caller allowed without each carrying it.
+_TRUSTED_CHECKOUTS: dict[Path, _Checkout] = {}
 
 
-def trust_worktree(path: Path, git_dir: Path) -> None:
-    """Run every later git command in `path` against `git_dir`, whatever `path/.git` says."""
-    _TRUSTED_GIT_DIRS[path.absolute()] = git_dir
+def trust_worktree(path: Path, git_dir: Path, environment: Mapping[str, str]) -> None:
+    """Run every later git command in `path` against `git_dir`, whatever `path/.git` says,
+    inheriting the allowlisted part of `environment`."""
+    _TRUSTED_CHECKOUTS[path.absolute()] = _Checkout(git_dir, git_environment(environment))
 
 
 def forget_worktree(path: Path) -> None:
-    _TRUSTED_GIT_DIRS.pop(path.absolute(), None)
+    _TRUSTED_CHECKOUTS.pop(path.absolute(), None)
+
+
+def git_environment(source: Mapping[str, str]) -> dict[str, str]:
+    """What git may inherit of `source` (the worker's environment, as its caller captured it)."""
+    return {k: v for k, v in source.items() if _inherited(k)}
 
 
 def run_git(
@@ -166,18 +180,23 @@ def run_git(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     credentials: GitCredentials | None = None,
     env: Mapping[str, str] | None = None,
+    environment: Mapping[str, str] | None = None,
     check: bool = True,
 ) -> str:
     """Run one git command and return its stdout without the trailing newline.
 
-    `env` adds variables to the allowlisted environment. On a non-zero exit (with `check`) or
-    a timeout, raises GitError carrying the command and stderr, with credentials redacted.
+    Git inherits the allowlisted part of `environment`: by default the one given with the
+    trusted checkout at `cwd` (RepositoryCache), elsewhere none. `env` adds variables to it.
+    On a non-zero exit (with `check`) or a timeout, raises GitError carrying the command and
+    stderr, with credentials redacted.
     """
-    git_dir = _TRUSTED_GIT_DIRS.get(Path(cwd).absolute())
-    if git_dir is not None:
-        args = [f"--git-dir={git_dir}", f"--work-tree={Path(cwd).absolute()}", *args]
+    checkout = _TRUSTED_CHECKOUTS.get(Path(cwd).absolute())
+    if checkout is not None:
+        args = [f"--git-dir={checkout.git_dir}", f"--work-tree={Path(cwd).absolute()}", *args]
+    if environment is None:
+        environment = checkout.environment if checkout is not None else {}
     try:
-        proc = _start_git(args, cwd, _git_env(credentials, env))
+        proc = _start_git(args, cwd, _git_env(environment, credentials, env))
     except OSError as error:  # no git on PATH, or cwd is gone
         raise _git_error(args, 127, f"could not start git: {error}", credentials) from error
     try:
@@ -222,8 +241,12 @@ def _git_error(
     return GitError([redactor.redact(arg) for arg in args], code, redactor.redact(stderr))
 
 
-def _git_env(credentials: GitCredentials | None, extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if _inherited(k)}
+def _git_env(
+    environment: Mapping[str, str],
+    credentials: GitCredentials | None,
+    extra: Mapping[str, str] | None,
+) -> dict[str, str]:
+    env = git_environment(environment)
     env.update(extra or {})
     # No config file but the repository's own (which reqdrive writes): the system and global
     # ones may name hooks, filters, includes or URL rewrites nobody reviewed for this.
@@ -301,10 +324,14 @@ class RepositoryCache:
         self,
         cache_dir: Path,
         *,
+        environment: Mapping[str, str] | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         spares_per_mirror: int = DEFAULT_SPARES_PER_MIRROR,
     ) -> None:
         self.cache_dir = cache_dir.resolve()
+        # What git inherits for this cache's commands (proxies, CA files, the SSH agent, PATH),
+        # from the environment its caller captured; None: nothing.
+        self.environment = git_environment(environment or {})
         self.mirrors_dir = self.cache_dir / "mirrors"
         self.worktrees_dir = self.cache_dir / "worktrees"
         self.spares_dir = self.cache_dir / "spares"
@@ -380,7 +407,7 @@ class RepositoryCache:
         # (a push by anyone else is not in it, and stays refused).
         if fresh or (remote_head is not None and self._has_commit(path, remote_head)):
             self._set_lease(path, remote_head)
-        git_dir = _TRUSTED_GIT_DIRS[path.absolute()]
+        git_dir = _TRUSTED_CHECKOUTS[path.absolute()].git_dir
         resumed = remote_head is not None
         return Worktree(
             path, branch, base_name, base_sha, resumed, git_dir=git_dir, remote_url=remote_url
@@ -413,7 +440,7 @@ class RepositoryCache:
         git_dir = folder / "git"
         refs = {f"refs/heads/{worktree.branch}": head_sha(worktree.path)}
         base = f"refs/remotes/origin/{worktree.base_ref}"
-        if run_git(["check-ref-format", "--normalize", base], cwd=admin, check=False) == base:
+        if self._git(["check-ref-format", "--normalize", base], admin, check=False) == base:
             refs[base] = worktree.base_sha  # a base given as a commit or an expression: skipped
         for ref, sha in refs.items():
             (git_dir / ref).parent.mkdir(parents=True, exist_ok=True)
@@ -614,7 +641,7 @@ class RepositoryCache:
         admin = self._admin_dir(mirror, path)
         if admin is None:
             raise WorkspaceError(f"{path} is not a registered worktree of {mirror}")
-        trust_worktree(path, admin)
+        trust_worktree(path, admin, self.environment)
         git_file = path / ".git"
         if git_file.is_symlink() or git_file.is_dir():
             raise WorkspaceError(f"{git_file} was replaced; the worktree is rebuilt next time")
@@ -716,12 +743,17 @@ class RepositoryCache:
         check: bool = True,
     ) -> str:
         return run_git(
-            args, cwd=cwd, timeout_s=self.timeout_s, credentials=credentials, check=check
+            args,
+            cwd=cwd,
+            timeout_s=self.timeout_s,
+            credentials=credentials,
+            environment=self.environment,
+            check=check,
         )
 
     def _check_branch(self, branch: str) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        ok = run_git(["check-ref-format", "--branch", branch], cwd=self.cache_dir, check=False)
+        ok = self._git(["check-ref-format", "--branch", branch], self.cache_dir, check=False)
         if ok != branch or branch.startswith("-"):
             raise WorkspaceError(f"{branch!r} is not a valid branch name")
 
@@ -730,7 +762,7 @@ class RepositoryCache:
         mirror = worktree.mirror
         if mirror is None:  # a Worktree made by hand: ask git, through the checkout
             path = worktree.path
-            common = run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=path)
+            common = self._git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
             mirror = Path(common).resolve()
         if mirror.parent != self.mirrors_dir.resolve():
             raise WorkspaceError(f"{worktree.path} is not a worktree of this repository cache")

@@ -86,7 +86,7 @@ def remote(tmp_path: Path) -> Remote:
 
 @pytest.fixture
 def cache(tmp_path: Path) -> RepositoryCache:
-    return RepositoryCache(tmp_path / "cache")
+    return RepositoryCache(tmp_path / "cache", environment=os.environ)
 
 
 def prepare(cache: RepositoryCache, remote: Remote, run_id: str, **kwargs: object) -> Worktree:
@@ -459,11 +459,27 @@ def test_worker_secrets_are_not_passed_to_git(
     monkeypatch.setenv("GITHUB_PRIVATE_KEY", "-----BEGIN secret-----")
     monkeypatch.setenv("REDIS_URL", "redis://secret@127.0.0.1/0")
 
-    env = run_git(["-c", "alias.env=!env", "env"], cwd=tmp_path)
+    env = run_git(["-c", "alias.env=!env", "env"], cwd=tmp_path, environment=os.environ)
 
     assert "GIT_TERMINAL_PROMPT=0" in env
     assert "GITHUB_PRIVATE_KEY" not in env
     assert "REDIS_URL" not in env
+
+
+def test_git_inherits_the_environment_its_cache_was_given_never_the_process_one(
+    tmp_path: Path, remote: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LC_PROCESS_ONLY", "from os.environ")
+    given = {"PATH": os.environ["PATH"], "LC_GIVEN": "from the caller"}
+    worktree = prepare(RepositoryCache(tmp_path / "cache", environment=given), remote, "run-1")
+
+    # In the run's checkout, whichever module runs git there (reset, diff, commit ...).
+    env = run_git(["-c", "alias.env=!env", "env"], cwd=worktree.path)
+
+    assert "LC_GIVEN=from the caller" in env
+    assert "LC_PROCESS_ONLY" not in env
+    # Outside any checkout a cache prepared, git inherits nothing unless the caller says.
+    assert "LC_GIVEN" not in run_git(["-c", "alias.env=!env", "env"], cwd=tmp_path)
 
 
 def test_credential_repr_hides_the_token() -> None:
@@ -586,10 +602,10 @@ def argv_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_token_fetches_and_pushes_and_is_stored_nowhere(
+    argv_log: Path,  # first: the cache takes the environment with the wrapper on PATH
     cache: RepositoryCache,
     remote: Remote,
     http_remote: tuple[str, GitHttpServer],
-    argv_log: Path,
 ) -> None:
     url, server = http_remote
     credentials = GitCredentials(TOKEN)

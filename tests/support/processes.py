@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import psutil
 
 
 def running(pid: int) -> bool:
     """Whether pid is a process that can still run (zombies waiting for a reaper don't)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
         return False
-    # The command name may hold spaces and parentheses; the state follows its last ")".
-    return stat[stat.rfind(")") + 2] not in "ZX"

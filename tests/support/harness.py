@@ -79,8 +79,9 @@ class Stack:
         self.double = double
         self.root = root
         self.port = free_port()
-        self.redis = None if redis_url else private_redis(root / "redis")
-        self.redis_url = redis_url or self.redis.url  # type: ignore[union-attr]
+        # A Redis of the stack's own unless the test names one.
+        self.redis = private_redis(root / "redis") if redis_url is None else None
+        self.redis_url = self.redis.url if self.redis is not None else str(redis_url)
         self.work_dir = root / "work"
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "REQDRIVE_"))},

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.claude_cli import install_claude_cli  # noqa: E402
-from tests.support.fake_anthropic import ToolCall, fake_anthropic, say, use  # noqa: E402
+from tests.support.fake_anthropic import ToolCall, Turn, fake_anthropic, say, use  # noqa: E402
 from worker.agents.base import AgentCall, AgentSettings  # noqa: E402
 from worker.agents.registry import make_runner  # noqa: E402
 from worker.redact import Redactor  # noqa: E402
@@ -184,7 +184,7 @@ def claude_agent(bench: Bench, url: str) -> Callable[[str], None]:
     return run_one
 
 
-def claude_script(bench: Bench, calls: int) -> list[object]:
+def claude_script(bench: Bench, calls: int) -> list[Turn]:
     target = str(bench.worktree.path / "greet.py")
     turn = [
         use(ToolCall("Write", {"file_path": target, "content": "x = 1\n"})),
@@ -223,7 +223,7 @@ def main() -> int:
                 rows.append(row(name, time_calls(agent, count, bench.worktree.path)))
         if not args.no_claude:
             total = (claude_count + 1) * len(MODES)
-            with fake_anthropic(claude_script(bench, total)) as server:  # type: ignore[arg-type]
+            with fake_anthropic(claude_script(bench, total)) as server:
                 agent = claude_agent(bench, server.url)
                 rows.append(row("claude", time_calls(agent, claude_count, bench.worktree.path)))
     print("| agent | calls each | unconfined ms | sandbox ms | egress-limited ms | sandbox / "

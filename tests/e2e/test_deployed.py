@@ -35,7 +35,7 @@ def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(
     issue = scene.issue
     root = tmp_path / "stack"
     root.mkdir()
-    with stack(double, None, root, **scene.env()) as running:
+    with stack(double, None, root, scene.env()) as running:
         payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
         assert double.deliver(running.webhook_url, "issues", payload).status_code == 202
 
@@ -110,7 +110,7 @@ def test_a_delivery_twice_and_the_label_twice_make_one_run_and_one_pr(
 ) -> None:
     scene = _scene(tmp_path, double)
     issue = scene.issue
-    with stack(double, None, tmp_path / "stack", **scene.env()) as running:
+    with stack(double, None, tmp_path / "stack", scene.env()) as running:
         payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
         for _ in range(2):
             answer = double.deliver(running.webhook_url, "issues", payload, delivery_id="same-1")
@@ -132,7 +132,7 @@ def test_a_commenter_without_write_permission_gets_one_reply_and_nothing_runs(
 ) -> None:
     scene = _scene(tmp_path, double, role="read")
     issue = scene.issue
-    with stack(double, None, tmp_path / "stack", **scene.env()) as running:
+    with stack(double, None, tmp_path / "stack", scene.env()) as running:
         payload = double.comment_payload(REPO, issue, "/reqdrive run", "alice")
         assert double.deliver(running.webhook_url, "issue_comment", payload).status_code in (
             200,
@@ -154,7 +154,7 @@ def test_the_apps_own_comment_push_and_label_trigger_nothing(
     scene = _scene(tmp_path, double)
     issue = scene.issue
     bot = "reqdrive[bot]"
-    with stack(double, None, tmp_path / "stack", **scene.env()) as running:
+    with stack(double, None, tmp_path / "stack", scene.env()) as running:
         deliveries = [
             ("issue_comment", double.comment_payload(REPO, issue, "/reqdrive run", bot)),
             ("issues", double.labeled_payload(REPO, issue, "reqdrive", bot)),
@@ -174,7 +174,7 @@ def test_a_run_completes_with_a_fifth_of_api_calls_failing_502_and_nothing_dupli
 ) -> None:
     scene = _scene(tmp_path, double)
     issue = scene.issue
-    with stack(double, None, tmp_path / "stack", **scene.env()) as running:
+    with stack(double, None, tmp_path / "stack", scene.env()) as running:
         double.fail_some(0.2)
         payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
         assert double.deliver(running.webhook_url, "issues", payload).status_code == 202

@@ -33,7 +33,7 @@ def test_a_failing_attempt_is_annotated_on_the_line_its_test_failed(
     scene = shop(tmp_path, double, REPO, stories=stories)
     root = tmp_path / "stack"
     root.mkdir()
-    with stack(double, None, root, **scene.env()) as running:
+    with stack(double, None, root, scene.env()) as running:
         payload = double.labeled_payload(REPO, scene.issue, "reqdrive", "alice")
         assert double.deliver(running.webhook_url, "issues", payload).status_code == 202
 

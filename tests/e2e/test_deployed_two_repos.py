@@ -75,7 +75,7 @@ def test_two_repositories_at_once_each_get_their_own_pr_comments_and_tokens(
     root = tmp_path / "stack"
     root.mkdir()
     scenes = {SHOP: shop_scene, TOOLS: tools_scene}
-    with stack(double, None, root, workers=2, **env) as running:
+    with stack(double, None, root, env, workers=2) as running:
         for repo, scene in scenes.items():
             payload = double.labeled_payload(repo, scene.issue, "reqdrive", "alice")
             assert double.deliver(running.webhook_url, "issues", payload).status_code == 202

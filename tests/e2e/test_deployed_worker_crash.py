@@ -42,7 +42,7 @@ def test_a_worker_killed_after_the_first_push_is_replaced_and_the_run_finishes_o
     root.mkdir()
     # Recovery's documented knobs, shortened so the takeover takes seconds, not a minute.
     recovery = {"REQDRIVE_HEARTBEAT_TTL_S": "6", "REQDRIVE_RECOVERY_SWEEP_S": "2"}
-    with stack(double, None, root, **scene.env(), **recovery) as running:
+    with stack(double, None, root, {**scene.env(), **recovery}) as running:
         payload = double.labeled_payload(REPO, scene.issue, "reqdrive", "alice")
         assert double.deliver(running.webhook_url, "issues", payload).status_code == 202
 
@@ -68,7 +68,9 @@ def test_a_worker_killed_after_the_first_push_is_replaced_and_the_run_finishes_o
         conn = redis.Redis.from_url(running.redis_url)
         queue = Queue("reqdrive", connection=conn, serializer=JSONSerializer)
         StartedJobRegistry(queue=queue).cleanup(time.time() + 3600)
-        scheduled = ScheduledJobRegistry(queue=queue).get_job_ids() + queue.get_job_ids()
+        # rq leaves ScheduledJobRegistry's own __init__ (*args, **kwargs) unannotated.
+        retries = ScheduledJobRegistry(queue=queue)  # type: ignore[no-untyped-call]
+        scheduled = retries.get_job_ids() + queue.get_job_ids()
         conn.close()
         time.sleep(2)  # a duplicate resume, if one was queued, would have started by now
         [calls] = agent_calls(running).values()

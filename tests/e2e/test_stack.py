@@ -382,6 +382,6 @@ def test_worker_runs_json_serialized_jobs_from_the_reqdrive_queue(
     env = _clean_env(REDIS_URL=redis_url, GITHUB_WEBHOOK_SECRET=SECRET)
     result = _reqdrive("worker", "--burst", env=env, timeout=120)
     assert result.returncode == 0, result.stderr
-    job.refresh()
+    job.refresh()  # type: ignore[no-untyped-call]  # rq leaves refresh unannotated
     assert job.get_status() == JobStatus.FINISHED
     assert job.return_value() == 4.0

@@ -18,8 +18,8 @@ import redis
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
+from bot.bodies import MAX_BODY_BYTES
 from bot.cli import MMAP_THRESHOLD_BYTES, web_server_argv
-from bot.intake import MAX_BODY_BYTES
 from bot.settings import Settings
 from tests.support import webhooks
 from tests.support.ports import closed_port, free_port
@@ -156,7 +156,7 @@ def test_a_trigger_is_queued_and_run_by_a_worker(web: WebProcess, redis_conn: re
         job_class=RecordingJob,
     ).work(burst=True)
     [entry] = [json.loads(e) for e in redis_conn.lrange(JOB_LOG_KEY, 0, -1)]
-    assert (entry["job_id"], entry["requirement"]) == (answer["job_ids"][0], "ISSUE-3")  # type: ignore[index]
+    assert (entry["job_id"], entry["requirement"]) == (answer["job_ids"][0], "ISSUE-3")
 
 
 def test_fifty_concurrent_deliveries_of_one_trigger_queue_one_job(

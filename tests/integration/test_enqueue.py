@@ -99,8 +99,10 @@ def test_the_stored_job_is_exactly_what_rq_itself_would_store(
         meta={"kind": kind.value, "delivery_id": "d-1"},
         description=f"{kind.value} octo/app {requirement}",
     )
-    reference.created_at = utcparse(stored[b"created_at"].decode())
-    reference.enqueued_at = utcparse(stored[b"enqueued_at"].decode())
+    created_at, enqueued_at = stored[b"created_at"], stored[b"enqueued_at"]
+    assert isinstance(created_at, bytes) and isinstance(enqueued_at, bytes)  # not decoded
+    reference.created_at = utcparse(created_at.decode())
+    reference.enqueued_at = utcparse(enqueued_at.decode())
     redis_conn.hset("reference", mapping=reference.to_dict())
     assert stored == redis_conn.hgetall("reference")
     assert fetch(redis_conn, queued.id).kwargs["requirement"] == requirement
@@ -136,7 +138,7 @@ def test_a_failed_job_is_queued_afresh_without_its_old_state(
     job = fetch(redis_conn, first.id)
     redis_conn.lpop("rq:queue:reqdrive")
     job.meta["step"] = "implement"
-    job.save_meta()
+    job.save_meta()  # type: ignore[no-untyped-call]  # rq leaves save_meta unannotated
     job.set_status(JobStatus.FAILED)
     queue(redis_conn).failed_job_registry.add(job, ttl=3600, exc_string="boom")
     assert redis_conn.ttl(job.key) > 0

@@ -16,7 +16,7 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from bot.app import create_app
-from bot.intake import MAX_BODY_BYTES
+from bot.bodies import MAX_BODY_BYTES
 from bot.metrics import METRICS_KEY
 from bot.settings import Settings, load_settings
 from tests.support import webhooks

@@ -347,9 +347,9 @@ def test_cancel_during_a_run_stops_the_agent_and_leaves_a_draft(scene: Scene) ->
     assert pull["draft"] is True
     body = progress_comments(gh, issue)[0]["body"]
     assert "Cancelled" in body
-    cp = RedisCheckpointStore(scene.conn).load(
-        scene.records().for_source(REPO, f"ISSUE-{issue}").run_id
-    )  # type: ignore[union-attr]
+    record = scene.records().for_source(REPO, f"ISSUE-{issue}")
+    assert record is not None
+    cp = RedisCheckpointStore(scene.conn).load(record.run_id)
     assert cp is not None and cp.story("US-001").state is StoryState.PASSED
     assert [r["conclusion"] for r in gh.check_runs_of(REPO)][-1] == "cancelled"
 
@@ -375,8 +375,8 @@ def test_an_edit_pushed_while_the_run_runs_is_run_again_on_the_new_text(scene: S
 
     scene.work()
 
-    runs = {scene.records().for_source(REPO, path).text}  # type: ignore[union-attr]
-    assert runs == {"# REQ-001\nNew text.\n"}
+    record = scene.records().for_source(REPO, path)
+    assert record is not None and record.text == "# REQ-001\nNew text.\n"
     assert len(gh.pulls_of(REPO)) == 1
     assert scene.conn.get(RERUN_KEY.format(job_id=job_id)) is None
 

@@ -117,7 +117,12 @@ def test_runs_attempts_agent_time_and_cost_come_from_the_worker(
             iteration=1, attempt=1, outcome=outcome, duration_s=seconds, cost_usd=cost
         )
         reporter.story_finished(story, attempt)
-    reporter.run_finished(RunResult.model_construct(ready=False))
+    draft = RunResult(
+        run_id="run-1", requirement_source="ISSUE-1", project="Demo", branch="reqdrive/issue-1",
+        base_ref="main", base_sha="0" * 40, head_sha="1" * 40, stories=[story], final_gates=[],
+        baseline_gates=[], ready=False,
+    )  # fmt: skip
+    reporter.run_finished(draft)
     reporter.run_failed(RunStep.VERIFY, "gates could not start", error_type="OSError")
     record_run(redis_conn, "failed")  # a job that failed before its pipeline existed
 

@@ -34,6 +34,9 @@ API = "https://ghe.test/api/v3"  # an Enterprise-style base: GraphQL lives at /a
 GRAPHQL = "https://ghe.test/api/graphql"
 APP_LOGIN = "reqdrive[bot]"
 
+# What a request gets: status, headers and JSON text, or for a timeout fault the exception
+# `responses` raises to the client (the served fake answers it with a 504 instead).
+Answer = tuple[int, dict[str, str], str] | requests.ReadTimeout
 Handler = Callable[["FakeGitHub", re.Match[str], dict[str, Any], dict[str, list[str]]], Any]
 
 
@@ -93,10 +96,11 @@ class FakeGitHub:
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.numbers = itertools.count(1)
-        for method in ("GET", "POST", "PATCH", "PUT", "DELETE") if rsps else ():
-            rsps.add_callback(
-                method, re.compile(r"https://ghe\.test(:443)?/.*"), callback=self._answer
-            )
+        if rsps:
+            for method in ("GET", "POST", "PATCH", "PUT", "DELETE"):
+                rsps.add_callback(
+                    method, re.compile(r"https://ghe\.test(:443)?/.*"), callback=self._answer
+                )
 
     # setting the scene ------------------------------------------------------------------------
 
@@ -157,12 +161,10 @@ class FakeGitHub:
 
     # the HTTP side ----------------------------------------------------------------------------
 
-    def _answer(self, request: requests.PreparedRequest) -> tuple[int, dict[str, str], str]:
+    def _answer(self, request: requests.PreparedRequest) -> Answer:
         return self.handle(request.method or "GET", request.url or "", request.body)
 
-    def handle(
-        self, method: str, full_url: str, raw: bytes | str | None
-    ) -> tuple[int, dict[str, str], str]:
+    def handle(self, method: str, full_url: str, raw: bytes | str | None) -> Answer:
         """One request's answer: status, headers, JSON text (a timeout fault: an exception)."""
         url = urlsplit(full_url)
         path, query = unquote(url.path), parse_qs(url.query)
@@ -185,10 +187,10 @@ class FakeGitHub:
 
     def _faulted(
         self, method: str, path: str, query: dict[str, list[str]], body: Any, fault: Fault
-    ) -> tuple[int, dict[str, str], str]:
+    ) -> Answer:
         self.calls.append(Call(method, path, query, body, fault.status))
         if fault.status is None:
-            return requests.ReadTimeout("read timed out (fake)")  # type: ignore[return-value]
+            return requests.ReadTimeout("read timed out (fake)")
         headers = {"Content-Type": "application/json", **fault.headers}
         return fault.status, headers, json.dumps(fault.body)
 

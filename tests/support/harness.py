@@ -216,11 +216,12 @@ def stack(
     double: GitHubDouble,
     redis_url: str | None,
     root: Path,
+    env: dict[str, str],
     *,
     workers: int = 1,
-    **env: str,
 ) -> Iterator[Stack]:
-    """A started stack (Redis, web, `workers` workers); stopped by PID at the end.
+    """A started stack (Redis, web, `workers` workers, each process with `env` on top of this
+    one's); stopped by PID at the end.
 
     `redis_url` None: the stack starts a Redis of its own (the machine's redis-server, else the
     embedded one) on a socket under `root`, as a deployment has its own; a URL: that Redis.

@@ -23,7 +23,7 @@ def hold(release_file: str, repo: str, story: str) -> str:
             "story_started_at": time.time() - 125,  # two minutes into the story
         }
     )
-    job.save_meta()
+    job.save_meta()  # type: ignore[no-untyped-call]  # rq leaves save_meta unannotated
     deadline = time.monotonic() + 120
     while not Path(release_file).exists() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -76,9 +76,12 @@ def claimed_database(base_url: str) -> Iterator[str]:
         key = CLAIM_KEY.format(db)
         if control.set(key, token, nx=True, ex=CLAIM_TTL_S):
             break
-        holder = control.get(key)
-        abandoned = holder is not None and _abandoned(holder.decode())
-        if abandoned and take_over(keys=[key], args=[holder, token, CLAIM_TTL_S]):
+        holder = control.get(key)  # bytes: this connection does not decode responses
+        if (
+            isinstance(holder, bytes)
+            and _abandoned(holder.decode())
+            and take_over(keys=[key], args=[holder, token, CLAIM_TTL_S])
+        ):
             break
     else:
         raise RuntimeError("every test database on this Redis is claimed; wait or flush db 0")

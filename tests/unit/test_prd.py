@@ -11,7 +11,7 @@ from worker.exceptions import PrdError
 from worker.prd import parse_prd
 
 
-def story(story_id: str, priority: int = 1, **extra: Any) -> dict[str, Any]:
+def story(story_id: str, priority: object = 1, **extra: Any) -> dict[str, Any]:
     return {
         "id": story_id,
         "title": f"Title {story_id}",

@@ -91,14 +91,14 @@ def test_tag_deletions_from_the_examples_do_not_run(name: str) -> None:
 
 
 def test_pushes_elsewhere_or_deleting_the_branch_do_not_run() -> None:
-    commits = [([REQ], [], [])]
+    commits: list[tuple[list[str], list[str], list[str]]] = [([REQ], [], [])]
     assert not triggers("push", webhooks.push_of(commits, ref="refs/heads/feature"))
     assert not triggers("push", webhooks.push_of(commits, ref="refs/tags/master"))
     assert not triggers("push", webhooks.push_of(commits, deleted=True))
 
 
 def test_the_apps_own_pushes_do_not_run_but_other_bots_do() -> None:
-    commits = [([REQ], [], [])]
+    commits: list[tuple[list[str], list[str], list[str]]] = [([REQ], [], [])]
     ours = webhooks.push_of(commits, sender=("reqdrive[bot]", "Bot"))
     theirs = webhooks.push_of(commits, sender=("dependabot[bot]", "Bot"))
     assert not triggers("push", ours)

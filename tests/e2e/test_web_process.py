@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -55,7 +56,7 @@ WORKER_READY = {
 }
 START_TIMEOUT_S = 30.0
 
-Reply = tuple[int, dict[str, object]]
+Reply = tuple[int, dict[str, Any]]  # the answer's decoded JSON
 
 
 class WebProcess:
@@ -168,7 +169,7 @@ def test_fifty_concurrent_deliveries_of_one_trigger_queue_one_job(
             pool.map(lambda n: web.deliver("push", body, delivery_id=f"guid-{n}"), range(50))
         )
     assert {status for status, _ in replies} == {202}
-    jobs = [answer["jobs"][0] for _, answer in replies]  # type: ignore[index]
+    jobs = [answer["jobs"][0] for _, answer in replies]
     assert len({job["id"] for job in jobs}) == 1
     assert sorted(job["coalesced"] for job in jobs) == [False] + [True] * 49
     assert queue(redis_conn).count == 1

@@ -6,7 +6,8 @@ import hashlib
 import hmac
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -54,7 +55,7 @@ def down_client(dead_redis_url: str) -> FlaskClient:
     return create_app(settings_for(dead_redis_url)).test_client()
 
 
-def post(client: FlaskClient, event: str, body: bytes, **kwargs: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+def post(client: FlaskClient, event: str, body: bytes, **kwargs: str) -> tuple[int, dict[str, Any]]:
     response = client.post("/webhook", data=body, headers=webhooks.headers(event, body, **kwargs))
     return response.status_code, (response.get_json(silent=True) or {})
 
@@ -69,7 +70,7 @@ def work(conn: redis.Redis) -> None:
     ).work(burst=True)
 
 
-def job_log(conn: redis.Redis) -> list[dict]:  # type: ignore[type-arg]
+def job_log(conn: redis.Redis) -> list[dict[str, Any]]:
     return [json.loads(item) for item in conn.lrange(JOB_LOG_KEY, 0, -1)]
 
 
@@ -371,10 +372,10 @@ def test_create_app_without_settings_reads_the_environment(
 # hostile signed payloads (issue 7): a clear 4xx or a capped answer, never a job or a 5xx
 
 
-def _labeled_with(change: object) -> bytes:
+def _labeled_with(change: Callable[[dict[str, Any]], object]) -> bytes:
     payload = webhooks.example("issues", "labeled.payload.json")
     payload["label"]["name"] = "reqdrive"
-    change(payload)  # type: ignore[operator]
+    change(payload)
     return json.dumps(payload).encode()
 
 
@@ -394,7 +395,10 @@ def _labeled_with(change: object) -> bytes:
     ],
 )
 def test_junk_in_a_signed_payload_is_refused_naming_the_field(
-    client: FlaskClient, redis_conn: redis.Redis, change: object, field: str
+    client: FlaskClient,
+    redis_conn: redis.Redis,
+    change: Callable[[dict[str, Any]], object],
+    field: str,
 ) -> None:
     status, answer = post(client, "issues", _labeled_with(change))
     assert status == 400

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -23,10 +24,10 @@ from worker.state import FileCheckpointStore, RunResult
 KEY = run_lock_key("Octo/App", "docs/requirements/REQ-001-demo.md")
 
 
-def wait_for(condition: object, seconds: float = 30.0) -> bool:
+def wait_for(condition: Callable[[], object], seconds: float = 30.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
+        if condition():
             return True
         time.sleep(0.05)
     return False

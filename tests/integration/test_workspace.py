@@ -89,9 +89,15 @@ def cache(tmp_path: Path) -> RepositoryCache:
     return RepositoryCache(tmp_path / "cache", environment=os.environ)
 
 
-def prepare(cache: RepositoryCache, remote: Remote, run_id: str, **kwargs: object) -> Worktree:
-    options: dict[str, object] = {"branch": BRANCH, "base_ref": None, **kwargs}
-    return cache.prepare(remote.url, run_id=run_id, **options)  # type: ignore[arg-type]
+def prepare(
+    cache: RepositoryCache,
+    remote: Remote,
+    run_id: str,
+    *,
+    branch: str = BRANCH,
+    base_ref: str | None = None,
+) -> Worktree:
+    return cache.prepare(remote.url, run_id=run_id, branch=branch, base_ref=base_ref)
 
 
 # --- cache and worktrees ---------------------------------------------------------------------

@@ -302,7 +302,7 @@ def _document() -> dict[str, Any]:
 @cache
 def _registry() -> Registry:
     resource = Resource.from_contents(_document(), default_specification=DRAFT4)
-    return Registry().with_resource(DOCUMENT_URI, resource)  # type: ignore[no-any-return]
+    return Registry().with_resources([(DOCUMENT_URI, resource)])  # typed; with_resource is not
 
 
 def _document_at(pointer: str) -> Any:

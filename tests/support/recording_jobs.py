@@ -30,6 +30,8 @@ KINDS = {
 class RecordingJob(Job):
     """rq's Job, running bot.jobs.<name> as this module's recorder of the same name."""
 
+    # rq's own property, called through the class (mypy types a property read off its class
+    # as its value, hence the ignores); super() cannot reach a property's setter.
     @property
     def func_name(self) -> str | None:
         name: str | None = Job.func_name.fget(self)  # type: ignore[attr-defined]

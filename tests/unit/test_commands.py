@@ -80,7 +80,8 @@ def test_any_id_a_plan_may_hold_can_be_retried(story_id: str) -> None:
 )
 def test_non_ascii_or_overlong_story_ids_ask_for_help(story_id: str) -> None:
     expected = JobKind.RETRY if story_id == "US-1" else JobKind.HELP
-    assert parse_command(f"/reqdrive retry {story_id}").kind is expected  # type: ignore[union-attr]
+    command = parse_command(f"/reqdrive retry {story_id}")
+    assert command is not None and command.kind is expected
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.agents.base import AgentSettings
+from worker.agents.base import AgentSettings, ProcessRunner
 from worker.agents.registry import make_runner
 from worker.egress import EgressProxy, egress_proxy, endpoint, url_endpoint
 from worker.redact import Redactor
@@ -81,7 +81,8 @@ def test_each_runner_names_its_models_api(
 ) -> None:
     settings = AgentSettings(runner=runner, command="agent" if runner == "command" else None)
     made = make_runner(settings, redactor=Redactor(), source_env=env)
-    assert Sandbox().allowing(made.api_urls(env)).api_hosts == tuple(expected)  # type: ignore[attr-defined]
+    assert isinstance(made, ProcessRunner)  # every registered runner is one
+    assert Sandbox().allowing(made.api_urls(env)).api_hosts == tuple(expected)
 
 
 def test_a_limited_sandbox_starts_the_agent_behind_the_relay(tmp_path: Path) -> None:
@@ -311,4 +312,5 @@ def test_a_worker_with_the_limit_says_so_at_start(caplog: pytest.LogCaptureFixtu
     caplog.set_level("INFO", logger="worker.sandbox")
     make_sandbox(SandboxMode.ON, network=SandboxNetwork.API, api_hosts=[("llm.internal", 1)])
     [record] = [r for r in caplog.records if "model's API" in r.getMessage()]
+    # The log call's `extra` fields become attributes LogRecord's type does not declare.
     assert record.more_api_hosts == ["llm.internal:1"]  # type: ignore[attr-defined]

@@ -1,5 +1,7 @@
 """Settings are read once from the environment and refuse to run without a secret."""
 
+from pathlib import Path
+
 import pytest
 
 from bot.exceptions import ConfigurationError
@@ -29,7 +31,7 @@ def test_reads_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "s3cret" not in repr(settings)
 
 
-def test_private_key_from_path(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_private_key_from_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     key = tmp_path / "app.pem"
     key.write_text("-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----\n")
     monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bot.events import Event, Payload
@@ -167,9 +169,9 @@ def test_recognised_events_without_a_job_trigger_nothing(name: str, file: str) -
 def test_the_label_added_by_a_bot_or_the_app_itself_starts_nothing(
     sender: tuple[str, str],
 ) -> None:
-    def by_bot(p: dict[str, object]) -> None:
-        p["label"]["name"] = "reqdrive"  # type: ignore[index]
-        p["sender"]["login"], p["sender"]["type"] = sender  # type: ignore[index]
+    def by_bot(p: dict[str, Any]) -> None:
+        p["label"]["name"] = "reqdrive"
+        p["sender"]["login"], p["sender"]["type"] = sender
 
     assert not triggers("issues", webhooks.variant("issues", "labeled.payload.json", by_bot))
 
@@ -196,8 +198,8 @@ def test_a_command_quoted_in_markdown_starts_nothing(body: str) -> None:
 
 
 def closed_pull(branch: str) -> bytes:
-    def change(payload: dict[str, object]) -> None:
-        payload["pull_request"]["head"]["ref"] = branch  # type: ignore[index]
+    def change(payload: dict[str, Any]) -> None:
+        payload["pull_request"]["head"]["ref"] = branch
 
     return webhooks.variant("pull_request", "closed.payload.json", change)
 

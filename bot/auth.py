@@ -31,6 +31,14 @@ REFRESH_MARGIN = timedelta(minutes=10)
 TokenKey = tuple[int, str, tuple[tuple[str, str], ...]]
 
 
+# Why the cache is per process and not in Redis: RQ forks a work horse per job, so each job
+# mints its own token (one POST per job and permission set, plus one per hour of a long run).
+# That call is cheap next to any job and counts against the App's own rate limit (its JWT's),
+# which a worker's jobs an hour stay far below. A shared store would put live, writable
+# credentials in Redis, where the web process (which never needs one), every Redis replica,
+# snapshot and backup, and anyone holding REDIS_URL could read them; a token living only in
+# the memory of the job that asked for it, scoped to one repository, is the smaller exposure.
+# docs/operations.md says the same.
 class AppAuth:
     """The App's identity: repository-scoped installation tokens, cached per process."""
 

@@ -13,6 +13,7 @@ from typing import Any
 import redis
 
 from bot.queue_status import DEFAULT_FINISHED, queue_json, queue_status, render_queue
+from bot.settings import REDIS_SCHEMES
 from worker.cli import ExitCode, exit_code_for
 from worker.exceptions import PreflightError, ReqdriveError
 from worker.local_runs import list_runs, read_run, render_runs, run_folder
@@ -74,6 +75,11 @@ def _queue(
     args: argparse.Namespace, env: dict[str, str], out: dict[str, Any], lines: list[str]
 ) -> None:
     name = args.queue or env.get("REQDRIVE_QUEUE") or "reqdrive"
+    if not env["REDIS_URL"].startswith(REDIS_SCHEMES):  # redis-py's ValueError is a traceback
+        raise PreflightError(
+            "REDIS_URL must start with redis://, rediss:// or unix:// (for example "
+            "redis://127.0.0.1:6379/0); unset it to see only the runs in the work dir"
+        )
     conn = redis.Redis.from_url(env["REDIS_URL"], socket_timeout=5)
     try:
         by_repo = queue_status(conn, name, finished=args.finished)

@@ -115,6 +115,17 @@ def test_status_says_when_redis_does_not_answer(
     assert "the Redis at REDIS_URL does not answer" in err and "hunter2secret" not in err
 
 
+def test_status_names_a_redis_url_without_a_scheme_instead_of_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "hunter2secret@127.0.0.1:6379")
+    monkeypatch.chdir(tmp_path)
+    assert main(["status"]) == 8
+    err = capsys.readouterr().err
+    assert "REDIS_URL must start with redis://" in err and "Traceback" not in err
+    assert "hunter2secret" not in err
+
+
 def test_status_outside_a_checkout_without_redis_names_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,4 +1,4 @@
-"""docs/ stays true to the code: every setting and every repository key is documented."""
+"""docs/ stays true to the code: every setting, repository key and log line is documented."""
 
 from __future__ import annotations
 
@@ -36,3 +36,88 @@ def test_the_docs_link_each_other_and_the_readme_links_them() -> None:
     for page in ("architecture.md", "configuration.md", "operations.md"):
         assert (ROOT / "docs" / page).exists()
         assert f"docs/{page}" in readme
+
+
+README = (ROOT / "README.md").read_text()
+OPERATIONS = (ROOT / "docs" / "operations.md").read_text()
+
+
+def _variables() -> list[str]:
+    return [name.upper() for name, field in Settings.model_fields.items() if not field.exclude]
+
+
+def test_every_environment_variable_is_in_the_readmes_table_too() -> None:
+    missing = [name for name in _variables() if f"| `{name}` |" not in README]
+    assert missing == []
+
+
+def test_each_variable_has_one_row_in_the_configuration_reference() -> None:
+    rows = re.findall(r"^\| `([A-Z_]+)` \|", CONFIGURATION, re.M)
+    assert sorted(name for name in set(rows) if rows.count(name) > 1) == []
+
+
+# A logged message is a constant string (STYLE.md); the first argument of a log call.
+LOG_CALL_RE = re.compile(r"\b(?:log|LOG)\.(?:debug|info|warning|error|exception)\(\s*\"([^\"]+)\"")
+# A row of operations.md's log tables: | `logger` | LEVEL | `message`, ... | fields | means |
+LOG_ROW_RE = re.compile(r"^\| `([\w.]+)` \| [A-Z/]+ \| (.+?) \|", re.M)
+
+
+def _logged_messages() -> dict[str, set[str]]:
+    """Each module's logger name (its __name__) and the constant messages it logs."""
+    found: dict[str, set[str]] = {}
+    for path in sorted([*ROOT.glob("bot/*.py"), *ROOT.glob("worker/**/*.py")]):
+        logger = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        messages = set(LOG_CALL_RE.findall(path.read_text()))
+        if messages:
+            found[logger] = messages
+    return found
+
+
+def test_every_message_the_code_logs_is_in_the_operations_log_tables() -> None:
+    documented = _documented_messages()
+    missing = [
+        f"{logger}: {message}"
+        for logger, messages in _logged_messages().items()
+        for message in sorted(messages)
+        if not any(name == logger and message.startswith(doc) for name, doc in documented)
+    ]
+    assert missing == []
+
+
+def test_every_log_line_the_operations_page_names_is_logged_by_that_logger() -> None:
+    logged = _logged_messages()
+    wrong = []
+    for logger, message in _documented_messages():
+        if logger.startswith("rq."):
+            continue  # RQ's own lines, checked against RQ below
+        if any(m.startswith(message) for m in logged.get(logger, ())):
+            continue
+        # A message built at run time (bot.worker's startup warnings) is found in the source.
+        if logger in logged or message not in _all_sources():
+            wrong.append(f"{logger}: {message}")
+    assert wrong == []
+
+
+def test_the_rq_lines_the_operations_page_names_are_rqs() -> None:
+    import rq
+
+    rq_source = "".join(p.read_text() for p in Path(rq.__file__).parent.rglob("*.py"))
+    rq_messages = [m for logger, m in _documented_messages() if logger.startswith("rq.")]
+    assert rq_messages
+    # A job's line shows its description (bot/enqueue.py), spelled with <placeholders> or an
+    # example cut short with …; the rest are RQ's literal words.
+    literal = [m for m in rq_messages if "<" not in m and "…" not in m]
+    assert [m for m in literal if m not in rq_source] == []
+
+
+def _documented_messages() -> list[tuple[str, str]]:
+    """(logger, message) per message of operations.md's log tables, up to any `...`."""
+    pairs = []
+    for logger, messages in LOG_ROW_RE.findall(OPERATIONS):
+        for message in re.findall(r"`([^`]+)`", messages):
+            pairs.append((logger, message.split("...")[0].strip()))
+    return pairs
+
+
+def _all_sources() -> str:
+    return "".join(p.read_text() for p in [*ROOT.glob("bot/*.py"), *ROOT.glob("worker/**/*.py")])

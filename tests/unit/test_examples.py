@@ -34,3 +34,5 @@ def test_each_sample_is_valid_and_asks_for_its_job(
         TriggerContext("reqdrive", "reqdrive"),
     )
     assert [request.kind for request in found] == kinds
+    # An App's deliveries name their installation; a job without one cannot get a token.
+    assert all(request.installation_id == 1 for request in found)

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, Project, prd, project_factory
+from tests.integration.test_pipeline import (
+    MakeProject,
+    Project,
+    implement,
+    prd,
+    project_factory,
+)
 from worker.gates import GateResult, TestStatus
 from worker.judging import Verdict, baseline_changes, judge, readiness
 from worker.state import AttemptOutcome, StopReason, StoryRecord, StoryState
@@ -258,3 +265,34 @@ def test_ready_only_when_every_story_and_every_final_gate_passed(
 ) -> None:
     stories = [done(f"US-{i + 1}", state) for i, state in enumerate(states)]
     assert readiness(stories, final, expected_gates=expected, stop=stop) == answer
+
+
+def test_an_edited_requirements_run_on_the_earlier_runs_branch_judges_only_its_own_tests(
+    make_project: MakeProject,
+) -> None:
+    # A new run (the requirement's text changed) starts on the branch the first run pushed:
+    # the first run's tests pass there already and are none of the new stories' own tests.
+    project = make_project()
+    first = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    assert project.run(first).ready
+    scaled = {  # feature one gains scaled(), with a test of its own
+        "write": {
+            "feature_1.py": "def value():\n    return 1\n\n\ndef scaled():\n    return 10\n",
+            "tests/test_scaled.py": "import feature_1\n\n\ndef test_scaled():\n"
+            "    assert feature_1.scaled() == 10\n",
+        }
+    }
+    edited = replace(
+        project.spec(first).requirement, text="# REQ-001\nFeature one also scales by ten.\n"
+    )
+    second = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [scaled]}})
+    result = project.run(second, run_id="run-2", requirement=edited)
+
+    [story] = result.stories
+    assert story.state is StoryState.PASSED, story.attempts[-1].reason
+    assert result.ready
+    assert (
+        "baseline on the branch head: tests passes"
+        in (project.run_dir("run-2") / "progress.txt").read_text()
+    )
+    assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-001] - Feature 1"]

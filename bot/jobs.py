@@ -264,6 +264,10 @@ def _record(
     on_issue = req.source.startswith("ISSUE-")
     previous = rt.records.for_source(request.repo, req.source)  # an earlier text of this file
     pull = previous.pull_number if previous else None
+    target = request.issue_number if on_issue else pull
+    # The new text's run reports in the progress comment the earlier text's run kept there:
+    # the marker names a run, so without its id the new run would post a second comment.
+    comment = previous.comment_id if previous and previous.comment_target == target else None
     return RunRecord(
         run_id=run_id,
         repo=request.repo,
@@ -276,7 +280,8 @@ def _record(
         base_branch=ctx.base_branch,
         clone_url=client.read(lambda: client.repo.clone_url),
         issue_number=request.issue_number if on_issue else None,
-        comment_target=request.issue_number if on_issue else pull,
+        comment_target=target,
+        comment_id=comment,
         pull_number=pull,
         arguments={**request.model_dump(mode="json"), "labels": list(ctx.config.pr_labels)},
     )

@@ -212,8 +212,11 @@ def test_a_push_of_a_req_file_opens_a_pr_and_an_edit_updates_the_same_pr(scene: 
 
     [pull] = gh.pulls_of(REPO)
     assert f"`{path}`" in pull["body"]
-    pr_comments = progress_comments(gh, pull["number"])
-    assert len(pr_comments) == 2  # one per run (two texts), both on the one PR
+    # One progress comment on the PR: the edit's run took over the first run's, in place.
+    [comment] = progress_comments(gh, pull["number"])
+    second = scene.records().for_source(REPO, path)
+    assert second is not None and second.text == "# REQ-001\nBuild feature one, better.\n"
+    assert f"reqdrive:progress {second.run_id} " in comment["body"]
     posts = [c for c in gh.calls if c.method == "POST" and c.path.endswith("/pulls")]
     assert len(posts) == 1
 

@@ -141,6 +141,10 @@ class FakeGitHub:
     def set_file(self, repo: str, ref: str, path: str, text: str) -> None:
         self.files[(repo, ref, path)] = text
 
+    def file_at(self, repo: str, ref: str, path: str) -> str | None:
+        """A file's text at a branch or commit, as the contents API serves it (None: 404)."""
+        return self.files.get((repo, ref, path))
+
     def fail(self, method: str, path: str, status: int | None, **fields: Any) -> None:
         """The next matching calls fail; `path` is a regex over the URL path."""
         self.faults.append(Fault(method, re.compile(path), status, **fields))
@@ -285,7 +289,7 @@ def _permission(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
 @_route("GET", REPO + r"/contents/(?P<path>.+)")
 def _contents(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     ref = q.get("ref", ["main"])[0]
-    text = gh.files.get((m["repo"], ref, m["path"]))
+    text = gh.file_at(m["repo"], ref, m["path"])
     if text is None:
         return 404, {"message": "Not Found"}
     return {

@@ -15,6 +15,7 @@ import base64
 import json
 import random
 import re
+import subprocess
 import threading
 import time
 import uuid
@@ -132,6 +133,44 @@ class GitHubDouble(FakeGitHub):
 
     def bare(self, full_name: str) -> Path:
         return self.git_root / f"{full_name}.git"
+
+    def file_at(self, repo: str, ref: str, path: str) -> str | None:
+        """A file set by the test, else as git has it at `ref` (a branch or a commit), as
+        GitHub's contents API reads the repository."""
+        text = super().file_at(repo, ref, path)
+        if text is not None or repo not in self.repos:
+            return text
+        shown = subprocess.run(
+            ["git", "show", f"{ref}:{path}"],
+            cwd=self.bare(repo),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        return shown.stdout if shown.returncode == 0 else None
+
+    def push_files(
+        self, repo: str, files: dict[str, str], message: str, *, branch: str = "main"
+    ) -> dict[str, Any]:
+        """A person commits `files` on `branch` and pushes over smart HTTP with a token the
+        double issued, as `git push` would; the recorded push (see `pushes`, `push_payload`)."""
+        work = self.root / "people" / f"{uuid.uuid4().hex[:8]}"
+        token = self.issue_token(self.installation_of(repo), ttl=300)
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        auth = ["-c", f"http.extraHeader=Authorization: Basic {basic}"]
+        url = self.repos[repo]["clone_url"]
+        git(*auth, "clone", "-q", "--branch", branch, url, str(work))
+        for name, text in files.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(text)
+        who = ["-c", "user.name=Alice", "-c", "user.email=alice@example.com"]
+        git("add", "-A", cwd=work)
+        git(*who, "-c", "commit.gpgSign=false", "commit", "-qm", message, cwd=work)
+        pushed = len(self.pushes)
+        git(*auth, "push", "-q", "origin", f"HEAD:refs/heads/{branch}", cwd=work)
+        [push] = self.pushes[pushed:]
+        return push
 
     # faults ---------------------------------------------------------------------------------
 

@@ -148,7 +148,7 @@ def _job(kind: JobKind, arguments: dict[str, Any], handler: Handler) -> dict[str
     try:
         return handler(rt, client, request)
     except Refusal as refusal:
-        _refuse(client, request, refusal)
+        _refuse(client, request, refusal, checks=permissions.get("checks") == "write")
         return {"status": "refused", "reason": refusal.message}
     except AlreadyRunning as running:
         _reply(client, request, ALREADY_RUNNING.format(run_id=running))
@@ -303,14 +303,16 @@ def _reply(client: RepoClient, request: RunRequest, text: str) -> None:
     client.reply(request.issue_number, text, marker=REPLY_MARKER.format(key=key))
 
 
-def _refuse(client: RepoClient, request: RunRequest, refusal: Refusal) -> None:
+def _refuse(client: RepoClient, request: RunRequest, refusal: Refusal, *, checks: bool) -> None:
+    """The reply (or commit comment) saying why; and a check run, if this job's token may write
+    one: a `/reqdrive status` or `cancel` token has no `checks`, and GitHub would answer 403."""
     if not refusal.message:
         return  # dropped on purpose (a push outside requirementsDir)
     if request.issue_number is not None:
         _reply(client, request, refusal.message)
     elif request.head_sha:
         client.commit_comment(request.head_sha, refusal.message)
-    if refusal.check:
+    if refusal.check and checks:
         sha = request.head_sha or _default_head(client)
         if sha:
             client.create_check_run(

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 from rq import Queue, SimpleWorker
+from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from bot import runtime
@@ -288,6 +289,25 @@ def test_github_answering_502_twice_then_200_still_completes_the_run(scene: Scen
     [pull] = gh.pulls_of(REPO)
     assert pull["draft"] is False
     assert "✅ Done" in progress_comments(gh, issue)[0]["body"]
+
+
+def test_a_cancel_under_an_invalid_config_replies_and_leaves_checks_to_runs(scene: Scene) -> None:
+    # A command's token may not write check runs (bot/auth.py): the reply names the key alone,
+    # where a check run would have been GitHub's 403 and a failed job.
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build.")
+    gh.set_file(REPO, "main", ".github/reqdrive.yml", "maxIterations: many\n")
+
+    job_id = scene.enqueue(
+        JobKind.CANCEL, requirement=f"ISSUE-{issue}", issue_number=issue, comment_id=7
+    )
+    scene.work()
+
+    [reply] = gh.comments_on(REPO, issue)
+    assert "maxIterations" in reply["body"]
+    assert gh.check_runs_of(REPO) == []
+    assert all("checks" not in token["permissions"] for token in gh.tokens)
+    assert Job.fetch(job_id, connection=scene.conn, serializer=JSONSerializer).is_finished
 
 
 def test_status_and_help_reply_once_each(scene: Scene) -> None:

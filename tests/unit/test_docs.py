@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
+
+from bot.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
 from bot.settings import Settings
 from worker.gates import GateSpec
 from worker.repo_config import AgentConfig, RepoConfig
@@ -121,3 +124,72 @@ def _documented_messages() -> list[tuple[str, str]]:
 
 def _all_sources() -> str:
     return "".join(p.read_text() for p in [*ROOT.glob("bot/*.py"), *ROOT.glob("worker/**/*.py")])
+
+
+# The permission GitHub documents for each REST operation reqdrive calls ("Permissions required
+# for GitHub Apps"); None: answered for the App's JWT or for anyone. An operation added to
+# tests/fixtures/github/operations.txt needs its line here, and app.yml the permission.
+OPERATION_PERMISSIONS: dict[str, tuple[str, str] | None] = {
+    "POST /app/installations/{installation_id}/access_tokens": None,
+    "GET /app": None,
+    "GET /repos/{owner}/{repo}/installation": None,
+    "GET /rate_limit": None,
+    "GET /repos/{owner}/{repo}": ("metadata", "read"),
+    "GET /repos/{owner}/{repo}/collaborators/{username}/permission": ("metadata", "read"),
+    "GET /repos/{owner}/{repo}/contents/{path}": ("contents", "read"),
+    "GET /repos/{owner}/{repo}/compare/{basehead}": ("contents", "read"),
+    "GET /repos/{owner}/{repo}/git/ref/{ref}": ("contents", "read"),
+    "GET /repos/{owner}/{repo}/commits/{ref}": ("contents", "read"),
+    "GET /repos/{owner}/{repo}/branches/{branch}": ("contents", "read"),
+    "POST /repos/{owner}/{repo}/commits/{commit_sha}/comments": ("contents", "write"),
+    "GET /repos/{owner}/{repo}/issues/{issue_number}": ("issues", "read"),
+    "GET /repos/{owner}/{repo}/issues/{issue_number}/comments": ("issues", "read"),
+    "POST /repos/{owner}/{repo}/issues/{issue_number}/comments": ("issues", "write"),
+    "PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}": ("issues", "write"),
+    "POST /repos/{owner}/{repo}/issues/{issue_number}/reactions": ("issues", "write"),
+    "POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions": ("issues", "write"),
+    "POST /repos/{owner}/{repo}/issues/{issue_number}/labels": ("issues", "write"),
+    "GET /repos/{owner}/{repo}/pulls": ("pull_requests", "read"),
+    "GET /repos/{owner}/{repo}/pulls/{pull_number}": ("pull_requests", "read"),
+    "POST /repos/{owner}/{repo}/pulls": ("pull_requests", "write"),
+    "PATCH /repos/{owner}/{repo}/pulls/{pull_number}": ("pull_requests", "write"),
+    "POST /repos/{owner}/{repo}/check-runs": ("checks", "write"),
+    "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}": ("checks", "write"),
+    "GET /repos/{owner}/{repo}/commits/{ref}/check-runs": ("checks", "read"),
+}
+# Beyond REST: draft ↔ ready over GraphQL, and git over HTTPS (clone, fetch, push).
+OTHER_PERMISSIONS = [("pull_requests", "write"), ("contents", "write")]
+LEVELS = ["read", "write"]
+
+
+def _granted() -> dict[str, str]:
+    manifest = yaml.safe_load((ROOT / "app.yml").read_text())
+    return dict(manifest["default_permissions"])
+
+
+def test_the_manifest_grants_every_permission_the_calls_reqdrive_makes_need() -> None:
+    listed = [
+        line.split("#", 1)[0].strip()
+        for line in (ROOT / "tests/fixtures/github/operations.txt").read_text().splitlines()
+    ]
+    operations = [line for line in listed if line]
+    assert sorted(operations) == sorted(OPERATION_PERMISSIONS)
+    granted = _granted()
+    needed = [p for p in OPERATION_PERMISSIONS.values() if p is not None] + OTHER_PERMISSIONS
+    short = [
+        (name, level)
+        for name, level in needed
+        if LEVELS.index(level) > LEVELS.index(granted.get(name, "read")) or name not in granted
+    ]
+    assert short == []
+
+
+def test_every_token_a_job_asks_for_is_within_the_manifest() -> None:
+    # GitHub refuses (422) a token asking for more than the installation was granted.
+    granted = _granted()
+    for asked in (RUN_PERMISSIONS, REPLY_PERMISSIONS):
+        assert {
+            name: level
+            for name, level in asked.items()
+            if name not in granted or LEVELS.index(level) > LEVELS.index(granted[name])
+        } == {}

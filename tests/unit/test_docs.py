@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from bot.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
+from bot.cli import main
 from bot.settings import Settings
 from worker.gates import GateSpec
 from worker.repo_config import AgentConfig, RepoConfig
@@ -193,3 +195,30 @@ def test_every_token_a_job_asks_for_is_within_the_manifest() -> None:
             for name, level in asked.items()
             if name not in granted or LEVELS.index(level) > LEVELS.index(granted[name])
         } == {}
+
+
+COMMANDS = ["up", "serve", "worker", "replay", "init", "validate", "plan", "run", "status", "logs"]
+
+
+def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return capsys.readouterr().out
+
+
+def test_the_readmes_command_table_names_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    listed = re.findall(r"^\| `reqdrive ([a-z]+)", README, re.M)
+    assert sorted(listed) == sorted(COMMANDS)
+    assert all(f"    {command} " in _help(capsys) for command in COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_of_a_command_is_in_the_readme(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    options = set(re.findall(r"(--[a-z][a-z-]*)", _help(capsys, command))) - {"--help"}
+    assert options  # every command has one, and the help was read
+    row = next(line for line in README.splitlines() if line.startswith(f"| `reqdrive {command}"))
+    # run and plan share the options their own section lists; the others show theirs in the row.
+    where = README if "[run options]" in row else row
+    assert sorted(option for option in options if option not in where) == []

@@ -1,19 +1,41 @@
-"""A scripted Anthropic Messages API on 127.0.0.1 that stands in for the model."""
+"""A scripted Anthropic Messages API on 127.0.0.1 that stands in for the model.
+
+In-process (`fake_anthropic(script)`) for tests that call a runner themselves, or as a process
+of its own (`python -m tests.support.fake_anthropic --script FILE --url-file FILE --journal
+FILE`) for a deployed stack, whose workers reach it as they would reach the real API.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import itertools
 import json
+import os
+import re
+import signal
 import ssl
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 MESSAGES_PATH = "/v1/messages"
 MODEL = "claude-sonnet-4-5-20250929"
+# Placeholders a scripted tool call may hold, filled from the request it answers: a deployed
+# worker picks the worktree and the prd.json hand-over folder, so a script cannot know them.
+CWD = "{cwd}"
+PRD_PATH = "{prd_path}"
+WORKING_DIRECTORY_RE = re.compile(r"Primary working directory: (\S+)")
+PRD_PATH_RE = re.compile(r"^\s*(/\S*/prd\.json)\s*$", re.MULTILINE)
+# The key the process form checks requests against, from its environment (not its argv).
+API_KEY_VARIABLE = "FAKE_ANTHROPIC_API_KEY"
+CREDENTIAL_HEADERS = ("x-api-key", "authorization")
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,16 @@ class RecordedRequest:
             return system
         return "\n".join(b.get("text", "") for b in system)
 
+    def working_directory(self) -> str:
+        """The CLI's working directory, which it states in its context text."""
+        found = WORKING_DIRECTORY_RE.search(f"{self.system_text()}\n{self.context_text()}")
+        return found.group(1) if found else ""
+
+    def prd_path(self) -> str:
+        """Where the planning prompt asks for prd.json ("" in a story's prompt)."""
+        found = PRD_PATH_RE.search(self.prompt())
+        return found.group(1) if found else ""
+
     def tool_results(self) -> list[dict[str, Any]]:
         """The tool_result blocks of the last user message."""
         return [b for b in _blocks(self.messages[-1]) if b.get("type") == "tool_result"]
@@ -110,12 +142,45 @@ def tool_result_text(block: dict[str, Any]) -> str:
     return "\n".join(part.get("text", "") for part in content)
 
 
+def expand(turn: Turn, request: RecordedRequest) -> Turn:
+    """The turn with {cwd} and {prd_path} in its tool calls' inputs filled from `request`."""
+    if not turn.tool_calls:
+        return turn
+    values = {CWD: request.working_directory(), PRD_PATH: request.prd_path()}
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            for placeholder, text in values.items():
+                value = value.replace(placeholder, text)
+        return value
+
+    calls = tuple(
+        ToolCall(c.name, {k: fill(v) for k, v in c.input.items()}) for c in turn.tool_calls
+    )
+    return dataclasses.replace(turn, tool_calls=calls)
+
+
+def dump_script(script: Sequence[Turn]) -> str:
+    """A script as JSON, for the process form's --script file."""
+    return json.dumps([dataclasses.asdict(turn) for turn in script], indent=1)
+
+
+def load_script(text: str) -> list[Turn]:
+    turns = []
+    for data in json.loads(text):
+        calls = tuple(ToolCall(**call) for call in data.pop("tool_calls"))
+        turns.append(Turn(tool_calls=calls, usage=Usage(**data.pop("usage")), **data))
+    return turns
+
+
 @dataclass
 class FakeAnthropic:
     """The server's state: the script still to play and every request received."""
 
     script: list[Turn]
     url: str = ""
+    api_key: str | None = None  # when set, any other key is answered 401 as the real API does
+    journal: Path | None = None  # when set, each request is appended as a JSON line
     requests: list[RecordedRequest] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Condition = field(default_factory=threading.Condition)
@@ -133,13 +198,41 @@ class FakeAnthropic:
                 timeout_s,
             )
 
+    def authorized(self, request: RecordedRequest) -> bool:
+        if self.api_key is None:
+            return True
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        return headers.get("x-api-key") == self.api_key
+
     def _record(self, request: RecordedRequest) -> tuple[Turn, int]:
         with self._lock:
             self.requests.append(request)
+            self._write_journal(request)
             self._lock.notify_all()
             # An exhausted script ends the conversation instead of hanging the CLI.
             turn = self.script.pop(0) if self.script else say("(script exhausted)")
             return turn, next(self._ids)
+
+    def _write_journal(self, request: RecordedRequest) -> None:
+        """One JSON line per request, credentials left out: whether the key matched instead."""
+        if self.journal is None:
+            return
+        headers = {
+            name: value
+            for name, value in request.headers.items()
+            if name.lower() not in CREDENTIAL_HEADERS
+        }
+        entry = {**dataclasses.asdict(request), "headers": headers}
+        entry["authorized"] = self.authorized(request)
+        with self.journal.open("a") as journal:
+            journal.write(json.dumps(entry) + "\n")
+
+
+def read_journal(path: Path) -> list[RecordedRequest]:
+    """The requests a process-form server wrote to its journal (credential headers removed)."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    entries = [json.loads(line) for line in lines]
+    return [RecordedRequest(e["method"], e["path"], e["headers"], e["body"]) for e in entries]
 
 
 def sse_events(turn: Turn, number: int, model: str) -> list[tuple[str, dict[str, Any]]]:
@@ -239,7 +332,12 @@ def _handler(state: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 state._record(request)
                 self._send(404, "application/json", b'{"type":"error"}')
                 return
+            if not state.authorized(request):
+                state._record(request)
+                self._send(401, "application/json", _error_body(401))
+                return
             turn, number = state._record(request)
+            turn = expand(turn, request)
             if turn.stall:
                 # Hold the connection open until the test ends: the CLI waits for a reply.
                 state.released.wait()
@@ -272,6 +370,13 @@ def _handler(state: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _server(state: FakeAnthropic) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server.daemon_threads = True
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    return server
+
+
 @contextmanager
 def fake_anthropic(
     script: Sequence[Turn], tls: ssl.SSLContext | None = None
@@ -279,9 +384,7 @@ def fake_anthropic(
     """Serve the script on an ephemeral 127.0.0.1 port for the duration of the block; with a
     TLS context, over HTTPS as `https://localhost:<port>` (the context's certificate names it)."""
     state = FakeAnthropic(script=list(script))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = _server(state)
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
         state.url = f"https://localhost:{server.server_address[1]}"
@@ -294,3 +397,36 @@ def fake_anthropic(
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve a script file until SIGTERM; write the URL to --url-file once it answers."""
+    parser = argparse.ArgumentParser(prog="python -m tests.support.fake_anthropic")
+    parser.add_argument("--script", type=Path, required=True)
+    parser.add_argument("--url-file", type=Path, required=True)
+    parser.add_argument("--journal", type=Path, required=True)
+    args = parser.parse_args(argv)
+    state = FakeAnthropic(
+        script=load_script(args.script.read_text()),
+        api_key=os.environ.get(API_KEY_VARIABLE),
+        journal=args.journal,
+    )
+    server = _server(state)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    # Written whole under another name, then renamed: a reader never sees half a URL.
+    partial = args.url_file.with_suffix(".partial")
+    partial.write_text(state.url)
+    partial.replace(args.url_file)
+    try:
+        server.serve_forever()
+    finally:
+        state.released.set()
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

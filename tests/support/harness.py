@@ -1,6 +1,6 @@
 """The deployed stack for end-to-end tests: a Redis of its own, the Procfile's web and worker
-processes and the GitHub double, configured only through the documented environment variables
-and torn down by PID."""
+processes, the GitHub double and (for the claude runner) the scripted Messages API, configured
+only through the documented environment variables and torn down by PID."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -21,6 +21,13 @@ import requests
 
 from bot.embedded_redis import EmbeddedRedis
 from tests.support import webhooks
+from tests.support.fake_anthropic import (
+    API_KEY_VARIABLE,
+    RecordedRequest,
+    Turn,
+    dump_script,
+    read_journal,
+)
 from tests.support.github_double import GitHubDouble
 from tests.support.ports import free_port
 from worker.exceptions import SandboxUnavailable
@@ -109,6 +116,37 @@ class Stack:
             self.redis.start()
             assert self.redis.process is not None
             self.pids.add(self.redis.process.pid)
+
+    def start_model_api(self, script: Sequence[Turn]) -> None:
+        """The scripted Messages API as a process of the stack, on 127.0.0.1; the workers reach
+        it through ANTHROPIC_BASE_URL as they would reach Anthropic's, and it answers 401 to
+        any key but the stack's ANTHROPIC_API_KEY."""
+        folder = self.root / "model-api"
+        folder.mkdir()
+        (folder / "script.json").write_text(dump_script(script))
+        env = {"PATH": os.environ.get("PATH", os.defpath)}
+        if "ANTHROPIC_API_KEY" in self.env:
+            env[API_KEY_VARIABLE] = self.env["ANTHROPIC_API_KEY"]
+        argv = [sys.executable, "-m", "tests.support.fake_anthropic"]
+        argv += ["--script", str(folder / "script.json"), "--url-file", str(folder / "url")]
+        argv += ["--journal", str(self.model_journal)]
+        with (self.root / "model-api.log").open("ab") as log:
+            process = subprocess.Popen(
+                argv, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        self.processes.append(process)
+        self.pids.add(process.pid)
+        wait_for((folder / "url").exists, 30, "the scripted Messages API listens")
+        self.env["ANTHROPIC_BASE_URL"] = (folder / "url").read_text()
+
+    @property
+    def model_journal(self) -> Path:
+        return self.root / "model-api" / "requests.jsonl"
+
+    def model_requests(self) -> list[RecordedRequest]:
+        """What the scripted Messages API received, in order (credential headers left out)."""
+        return read_journal(self.model_journal)
 
     def _start(self, kind: str, number: int) -> subprocess.Popen[bytes]:
         log = (self.root / f"{kind}-{number}.log").open("ab")
@@ -219,16 +257,21 @@ def stack(
     env: dict[str, str],
     *,
     workers: int = 1,
+    model_api: Sequence[Turn] | None = None,
 ) -> Iterator[Stack]:
     """A started stack (Redis, web, `workers` workers, each process with `env` on top of this
     one's); stopped by PID at the end.
 
     `redis_url` None: the stack starts a Redis of its own (the machine's redis-server, else the
     embedded one) on a socket under `root`, as a deployment has its own; a URL: that Redis.
+    `model_api`: a script for the scripted Messages API, started first as a process of the stack
+    (see Stack.start_model_api).
     """
     running = Stack(double, redis_url, root, env)
     try:
         running.start_redis()
+        if model_api is not None:
+            running.start_model_api(model_api)
         running.start_web()
         for _ in range(workers):
             running.start_worker()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import redis
 from flask.testing import FlaskClient
@@ -157,3 +160,24 @@ def test_without_redis_metrics_is_a_503_and_counts_wait_for_it() -> None:
         attempt = AttemptRecord(iteration=1, attempt=1, outcome=AttemptOutcome.PASSED)
         reporter.story_finished(StoryRecord(id="US-1", title="t", priority=1,
                                             acceptance_criteria=["a"]), attempt)  # fmt: skip
+
+
+def test_the_metrics_operations_md_documents_are_the_ones_served(redis_url: str) -> None:
+    operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    documented = dict(
+        re.findall(r"^\| `(reqdrive_\w+?)(?:\{(\w+)\})?` \| \w+ \|", operations, re.M)
+    )
+    client = _client(redis_url)
+    assert _post(client, "issues", webhooks.labeled()) == 202  # one labelled sample
+    families = text_string_to_metric_families(client.get("/metrics").get_data(as_text=True))
+    served = {
+        family.name + ("_total" if family.type == "counter" else ""): family for family in families
+    }
+    assert sorted(documented) == sorted(served)
+    for name, family in served.items():
+        labels = {label for sample in family.samples for label in sample.labels}
+        # A labelled counter nothing has added to has no sample yet, so no label to compare.
+        assert labels <= {documented[name]} - {""}, name
+    assert {"answer"} == {
+        label for s in served["reqdrive_deliveries_total"].samples for label in s.labels
+    }

@@ -222,3 +222,12 @@ def test_every_option_of_a_command_is_in_the_readme(
     # run and plan share the options their own section lists; the others show theirs in the row.
     where = README if "[run options]" in row else row
     assert sorted(option for option in options if option not in where) == []
+
+
+def test_the_operations_page_shows_the_procfile_as_it_is() -> None:
+    processes = [
+        line
+        for line in (ROOT / "Procfile").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert processes and all(f"\n{line}\n" in OPERATIONS for line in processes)

@@ -231,3 +231,15 @@ def test_the_operations_page_shows_the_procfile_as_it_is() -> None:
         if line and not line.startswith("#")
     ]
     assert processes and all(f"\n{line}\n" in OPERATIONS for line in processes)
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    architecture = (ROOT / "docs" / "architecture.md").read_text()
+    modules = [*ROOT.glob("bot/*.py"), *ROOT.glob("worker/*.py")]
+    missing = [
+        str(path.relative_to(ROOT))
+        for path in modules
+        if path.name != "__init__.py" and f"`{path.relative_to(ROOT)}`" not in architecture
+    ]
+    assert sorted(missing) == []
+    assert "`worker/agents/`" in architecture  # the runners, one module each

@@ -243,3 +243,19 @@ def test_the_architecture_page_names_every_module() -> None:
     ]
     assert sorted(missing) == []
     assert "`worker/agents/`" in architecture  # the runners, one module each
+
+
+@pytest.mark.parametrize("page", ["docs/configuration.md", "README.md"])
+def test_each_settings_default_is_the_one_the_page_gives(page: str) -> None:
+    rows = dict(re.findall(r"^\| `([A-Z_]+)` \| (.*?) \|", (ROOT / page).read_text(), re.M))
+    wrong = []
+    for name, field in Settings.model_fields.items():
+        default = getattr(field.default, "value", field.default)  # an enum's value
+        if field.is_required() or default in (None, ""):
+            continue  # required, or unset: the pages say so in words
+        shown = (
+            str(int(default)) if isinstance(default, float) and default.is_integer() else default
+        )
+        if f"`{shown}`" not in rows[name.upper()]:
+            wrong.append(f"{name.upper()}: {shown}")
+    assert wrong == []

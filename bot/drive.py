@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from redis.exceptions import LockError
 from rq import get_current_job
 
 from bot.auth import RUN_PERMISSIONS
@@ -17,15 +18,18 @@ from bot.metrics import MeteredReporter, record_run
 from bot.reporter import GitHubReporter, Outcome
 from bot.runs import RunRecord
 from bot.runtime import Runtime
-from worker.exceptions import RepoConfigError
+from worker.exceptions import RepoConfigError, RunLockHeld
 from worker.pipeline import Pipeline, Requirement, RunSpec
+from worker.run_lock import RedisRunLock, run_lock_key
 from worker.sandbox import api_hosts, readonly_paths, sandbox_for
 from worker.state import RunResult
 from worker.workspace import GitCredentials
 
 log = logging.getLogger(__name__)
 
-LOCK_KEY = "reqdrive:lock:{repo}:{source}"
+# The lock of workers before RedisRunLock (SET NX, EXPIRE at each beat). A run still holding it
+# during a rolling deploy keeps its requirement: checked, never taken.
+LEGACY_LOCK_KEY = "reqdrive:lock:{repo}:{source}"
 BEAT_EVERY_S = 10.0
 CANCEL_POLL_S = 1.0
 
@@ -35,26 +39,41 @@ class AlreadyRunning(Exception):  # an answer, not a fault
 
 
 @contextmanager
-def run_lock(rt: Runtime, record: RunRecord) -> Iterator[None]:
-    """One job per repository and requirement, on any machine; the heartbeat keeps it, so a
-    killed worker's lock lapses with its heartbeat."""
-    key = LOCK_KEY.format(repo=record.repo.lower(), source=record.source)
-    if not rt.conn.set(key, record.run_id, nx=True, ex=rt.records.heartbeat_ttl_s):
+def run_lock(rt: Runtime, record: RunRecord) -> Iterator[RedisRunLock]:
+    """One job per repository and requirement, on any machine: worker/run_lock.py's Redis lock,
+    renewed by the Monitor with each heartbeat and lasting as long, so a killed worker's lock
+    lapses no later than the heartbeat whose absence makes the sweeper queue a resume."""
+    lock = RedisRunLock(
+        rt.conn,
+        run_lock_key(record.repo, record.source),
+        timeout_s=rt.records.heartbeat_ttl_s,
+        renewer=False,
+    )
+    if rt.conn.exists(LEGACY_LOCK_KEY.format(repo=record.repo.lower(), source=record.source)):
         raise AlreadyRunning(record.run_id)
+    # execute() turns everything its run raises into a report, so a RunLockHeld here is the
+    # lock refused on entry, never one from inside the run.
     try:
-        yield
-    finally:
-        rt.conn.delete(key)
+        with lock.held():
+            yield lock
+    except RunLockHeld:
+        raise AlreadyRunning(record.run_id) from None
 
 
 class Monitor(threading.Thread):
-    """Beats the run's heartbeat (and its lock) and turns a cancel flag into the cancel event."""
+    """Beats the run's heartbeat (and renews its lock) and turns a cancel flag into the cancel
+    event."""
 
-    def __init__(self, rt: Runtime, record: RunRecord, cancel: threading.Event) -> None:
+    def __init__(
+        self,
+        rt: Runtime,
+        record: RunRecord,
+        cancel: threading.Event,
+        lock: RedisRunLock | None = None,
+    ) -> None:
         super().__init__(name=f"reqdrive-monitor-{record.run_id}", daemon=True)
-        self.rt, self.record, self.cancel = rt, record, cancel
+        self.rt, self.record, self.cancel, self.lock = rt, record, cancel, lock
         self.stopping = threading.Event()
-        self.lock_key = LOCK_KEY.format(repo=record.repo.lower(), source=record.source)
         # Three beats per heartbeat lifetime: one late beat does not make a live run look lost.
         ttl_s = rt.records.heartbeat_ttl_s
         self.beat_every_ticks = max(int(min(BEAT_EVERY_S, ttl_s / 3) / CANCEL_POLL_S), 1)
@@ -64,13 +83,22 @@ class Monitor(threading.Thread):
         while not self.stopping.wait(CANCEL_POLL_S if ticks else 0):
             try:
                 if ticks % self.beat_every_ticks == 0:
-                    self.rt.records.beat(self.record.run_id)
-                    self.rt.conn.expire(self.lock_key, self.rt.records.heartbeat_ttl_s)
+                    self._beat()
                 if self.rt.records.cancel_requested(self.record.run_id):
                     self.cancel.set()
             except Exception:  # Redis away for a moment: the next tick tries again
                 log.warning("heartbeat failed", extra={"run_id": self.record.run_id})
             ticks += 1
+
+    def _beat(self) -> None:
+        # The lock first: the heartbeat set after it always outlives it, so when the sweeper
+        # sees the heartbeat gone the lock is free for the resume it queues.
+        if self.lock is not None:
+            try:
+                self.lock.renew()
+            except LockError:  # lapsed (Redis away longer than its lifetime): say so, go on
+                log.error("run lock lost", extra={"run_id": self.record.run_id})
+        self.rt.records.beat(self.record.run_id)
 
 
 def reset_stories(rt: Runtime, run_id: str, story_ids: Sequence[str] | None) -> list[str]:
@@ -109,8 +137,8 @@ def execute(
     )  # fmt: skip
     if note:
         reporter.note(note)
-    monitor = Monitor(rt, record, cancel)
-    with run_lock(rt, record):
+    with run_lock(rt, record) as lock:
+        monitor = Monitor(rt, record, cancel, lock)
         monitor.start()
         try:
             pipeline = Pipeline(_spec(rt, record, plan_only=plan_only),

@@ -40,6 +40,10 @@ class PreflightError(ReqdriveError):
     """A check before the run failed (dirty tree, missing requirement, branch mismatch)."""
 
 
+class RunLockHeld(PreflightError):
+    """Another worker holds this requirement's run lock."""
+
+
 class ResumeError(ReqdriveError):
     """A checkpoint does not match the branch it claims to describe."""
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from redis.exceptions import LockError
 
-from worker.exceptions import PreflightError
+from worker.exceptions import RunLockHeld
 from worker.run_folder import RunFolder
 
 if TYPE_CHECKING:
@@ -26,7 +26,8 @@ LOCK_TIMEOUT_S = 60.0
 
 
 class RunLock(Protocol):
-    """Held for the whole run; entering refuses (PreflightError) when someone else holds it."""
+    """Held for the whole run; entering refuses (RunLockHeld, a PreflightError) when someone
+    else holds it."""
 
     def held(self) -> AbstractContextManager[None]: ...
 
@@ -50,7 +51,9 @@ class RedisRunLock:
     """redis-py's Lock, refused at once when held, kept alive by a thread while the run lives.
 
     The lock expires `timeout_s` after the last renewal, so a worker that dies (SIGKILL, a
-    machine gone) stops renewing it and another worker can take the run over.
+    machine gone) stops renewing it and another worker can take the run over. With
+    `renewer=False` no thread renews it: the holder calls renew() itself, as the GitHub side
+    does beside each heartbeat so the lock never outlives the heartbeat the sweeper watches.
     """
 
     def __init__(
@@ -60,16 +63,18 @@ class RedisRunLock:
         *,
         timeout_s: float = LOCK_TIMEOUT_S,
         renew_every_s: float | None = None,
+        renewer: bool = True,
     ) -> None:
         self.key = key
         self.timeout_s = timeout_s
         self.renew_every_s = renew_every_s if renew_every_s is not None else timeout_s / 3
+        self.renewer = renewer
         self.lock = conn.lock(key, timeout=timeout_s, blocking=False, thread_local=False)
 
     @contextmanager
     def held(self) -> Iterator[None]:
         if not self.lock.acquire():
-            raise PreflightError(
+            raise RunLockHeld(
                 f"this requirement is already being run by another worker (lock {self.key}); "
                 f"wait for that run to end, or up to {self.timeout_s:g}s if its worker died"
             )
@@ -77,21 +82,27 @@ class RedisRunLock:
         renewer = threading.Thread(
             target=self._renew, args=(stop,), name="reqdrive-run-lock", daemon=True
         )
-        renewer.start()
+        if self.renewer:
+            renewer.start()
         try:
             yield
         finally:
             stop.set()
-            renewer.join()
+            if self.renewer:
+                renewer.join()
             try:
                 self.lock.release()
             except LockError:  # it lapsed meanwhile; someone else may hold it now
                 log.warning("run lock lost before release", extra={"lock": self.key})
 
+    def renew(self) -> None:
+        """Another `timeout_s` from now; LockError when it lapsed and is no longer ours."""
+        self.lock.reacquire()
+
     def _renew(self, stop: threading.Event) -> None:
         while not stop.wait(self.renew_every_s):
             try:
-                self.lock.reacquire()
+                self.renew()
             except LockError:
                 log.error("run lock lost", extra={"lock": self.key})
                 return

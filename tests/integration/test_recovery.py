@@ -5,17 +5,19 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import redis
 from rq import Retry
 from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry, StartedJobRegistry
 
 from bot import runtime
-from bot.drive import Monitor
+from bot.drive import LEGACY_LOCK_KEY, AlreadyRunning, Monitor, run_lock
 from bot.recovery import CLAIM_KEY, sweep
 from bot.runs import HEARTBEAT_KEY, RunRecord
 from bot.settings import load_settings
 from tests.support.github_http import private_key_pem
+from worker.run_lock import run_lock_key
 from worker.state import Checkpoint, RunStatus
 
 
@@ -107,3 +109,39 @@ def test_the_lost_workers_job_is_cancelled_so_rq_does_not_run_it_again(
     assert scheduled.get_job_ids() == []  # no retry of it
     assert lost.id not in rt.queue.get_job_ids()
     assert done.get_status() == JobStatus.FINISHED
+
+
+def test_one_job_per_requirement_holds_the_run_lock_and_a_legacy_lock_is_respected(
+    redis_conn: redis.Redis, redis_url: str
+) -> None:
+    rt = _runtime(redis_conn, redis_url)
+    record = _record()
+    with run_lock(rt, record):
+        assert redis_conn.exists(run_lock_key(record.repo, record.source))
+        with pytest.raises(AlreadyRunning), run_lock(rt, _record("issue-1-other-text")):
+            pass
+    assert not redis_conn.exists(run_lock_key(record.repo, record.source))  # released
+
+    # A run of the version before RedisRunLock, during a rolling deploy, keeps its requirement.
+    redis_conn.set(LEGACY_LOCK_KEY.format(repo="octo/shop", source="ISSUE-1"), "old-run", ex=45)
+    with pytest.raises(AlreadyRunning), run_lock(rt, record):
+        pass
+
+
+def test_the_monitor_renews_the_lock_with_the_heartbeat_and_it_lapses_no_later(
+    redis_conn: redis.Redis, redis_url: str
+) -> None:
+    rt = _runtime(redis_conn, redis_url, reqdrive_heartbeat_ttl_s=3)
+    record = _record()
+    key = run_lock_key(record.repo, record.source)
+    with run_lock(rt, record) as lock:
+        monitor = Monitor(rt, record, threading.Event(), lock)
+        monitor.start()
+        time.sleep(5)  # longer than both live: only the monitor's renewals keep them
+        assert redis_conn.exists(key) and rt.records.alive(record.run_id)
+        monitor.stopping.set()  # as a killed worker's monitor stops, without releasing
+        monitor.join()
+        lock_ms = redis_conn.pttl(key)
+        heartbeat_ms = redis_conn.pttl(HEARTBEAT_KEY.format(run_id=record.run_id))
+        # When the sweeper finds the heartbeat gone, the resume it queues finds the lock free.
+        assert 0 < lock_ms <= heartbeat_ms <= 3000

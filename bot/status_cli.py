@@ -12,6 +12,7 @@ from typing import Any
 
 import redis
 
+from bot.embedded_redis import EmbeddedRedis
 from bot.queue_status import DEFAULT_FINISHED, queue_json, queue_status, render_queue
 from bot.settings import REDIS_SCHEMES
 from worker.cli import ExitCode, exit_code_for
@@ -24,8 +25,9 @@ def status_main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="reqdrive status",
         description="The runs in the work dir (state, stories, attempts, cost, whether a "
-        "process still holds the run) and, when REDIS_URL is set, the queue: queued, running "
-        "(worker, story, for how long), failed and the last finished jobs, per repository.",
+        "process still holds the run) and, when REDIS_URL is set or `reqdrive up` runs with "
+        "this work dir, the queue: queued, running (worker, story, for how long), failed and "
+        "the last finished jobs, per repository.",
     )
     parser.add_argument("run_id", nargs="?", metavar="RUN", help="one run, with its stories")
     parser.add_argument("--work-dir", type=Path, help="default $REQDRIVE_WORK_DIR or .reqdrive")
@@ -39,9 +41,11 @@ def status_main(argv: Sequence[str]) -> int:
     output: dict[str, Any] = {}
     lines: list[str] = []
     try:
-        _local(args, env, output, lines)
+        work_dir = _local(args, env, output, lines)
         if env.get("REDIS_URL"):
-            _queue(args, env, output, lines)
+            _queue(args, env, env["REDIS_URL"], "the Redis at REDIS_URL", output, lines)
+        elif work_dir is not None and (url := _up_redis(work_dir)):
+            _queue(args, env, url, f"the Redis of `reqdrive up` in {work_dir}", output, lines)
     except ReqdriveError as error:
         print(f"reqdrive status: {error}", file=sys.stderr)
         return int(exit_code_for(error))
@@ -52,9 +56,15 @@ def status_main(argv: Sequence[str]) -> int:
     return int(ExitCode.SUCCESS)
 
 
+def _up_redis(work_dir: Path) -> str | None:
+    """The embedded Redis of a `reqdrive up` running with this work dir, if its socket is there."""
+    embedded = EmbeddedRedis(work_dir.resolve() / "redis")
+    return embedded.url if embedded.socket_path.exists() else None
+
+
 def _local(
     args: argparse.Namespace, env: dict[str, str], out: dict[str, Any], lines: list[str]
-) -> None:
+) -> Path | None:
     try:
         runs_dir = work_dir_for(args.work_dir, env) / "runs"
     except PreflightError:
@@ -63,29 +73,35 @@ def _local(
                 "not inside a git repository: run it in a checkout, or pass --work-dir "
                 "(or set REDIS_URL to see the queue)"
             ) from None
-        return  # the queue alone, from anywhere
+        return None  # the queue alone, from anywhere
     runs = [read_run(run_folder(runs_dir, args.run_id))] if args.run_id else list_runs(runs_dir)
     out["work_dir"] = str(runs_dir.parent)
     out["runs"] = [r.to_json() for r in runs]
     lines.append(f"runs in {runs_dir.parent}:")
     lines += [f"  {line}" for line in render_runs(runs, detail=bool(args.run_id))]
+    return runs_dir.parent
 
 
 def _queue(
-    args: argparse.Namespace, env: dict[str, str], out: dict[str, Any], lines: list[str]
+    args: argparse.Namespace,
+    env: dict[str, str],
+    url: str,
+    named: str,
+    out: dict[str, Any],
+    lines: list[str],
 ) -> None:
     name = args.queue or env.get("REQDRIVE_QUEUE") or "reqdrive"
-    if not env["REDIS_URL"].startswith(REDIS_SCHEMES):  # redis-py's ValueError is a traceback
+    if not url.startswith(REDIS_SCHEMES):  # redis-py's ValueError is a traceback
         raise PreflightError(
             "REDIS_URL must start with redis://, rediss:// or unix:// (for example "
             "redis://127.0.0.1:6379/0); unset it to see only the runs in the work dir"
         )
-    conn = redis.Redis.from_url(env["REDIS_URL"], socket_timeout=5)
+    conn = redis.Redis.from_url(url, socket_timeout=5)
     try:
         by_repo = queue_status(conn, name, finished=args.finished)
     except redis.RedisError:
         # Named, not printed: the URL may carry a password.
-        raise PreflightError("the Redis at REDIS_URL does not answer") from None
+        raise PreflightError(f"{named} does not answer") from None
     out["queue"] = {"name": name, "repositories": queue_json(by_repo)}
     lines.append(f"queue {name}:")
     lines += [f"  {line}" for line in render_queue(by_repo)]

@@ -17,6 +17,7 @@ from rq import Queue
 from rq.serializers import JSONSerializer
 
 from bot.cli import main
+from bot.embedded_redis import EmbeddedRedis
 from tests.support.processes import running
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,6 +104,32 @@ def test_status_shows_queued_running_and_failed_jobs_per_repository(
     code, out = status(capsys, "--queue", QUEUE)
     assert "  octo/app: 0 queued, 0 running, 1 failed, 1 finished" in out.splitlines()
     assert "  octo/other: 0 queued, 0 running, 0 failed, 1 finished" in out.splitlines()
+
+
+def test_status_beside_reqdrive_up_shows_its_queue_without_redis_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `up` keeps its Redis on a socket in the work dir; the user of `up` never set REDIS_URL.
+    work = tmp_path / "work"
+    embedded = EmbeddedRedis(work / "redis", append_only=False)
+    conn = redis.Redis.from_url(embedded.start())
+    try:
+        queue = Queue("reqdrive", connection=conn, serializer=JSONSerializer)
+        job = queue.enqueue("tests.support.held_jobs.fail", kwargs={"repo": "octo/app"})
+        monkeypatch.delenv("REDIS_URL", raising=False)
+        monkeypatch.delenv("REQDRIVE_QUEUE", raising=False)
+        code, out = status(capsys, "--work-dir", str(work))
+        assert code == 0
+        assert "queue reqdrive:" in out.splitlines()
+        assert any(
+            line.strip().startswith("queued") and job.id in line for line in out.splitlines()
+        )
+    finally:
+        conn.close()
+        embedded.stop()
+    # Stopped, its socket is gone and status shows the runs alone, as before `up` ran.
+    code, out = status(capsys, "--work-dir", str(work))
+    assert code == 0 and "queue" not in out
 
 
 def test_status_says_when_redis_does_not_answer(

@@ -79,10 +79,18 @@ class Planner:
         if outcome.timed_out:
             raise PrdError(f"the agent timed out after {self.timeout_s:g}s while planning")
         if not prd_path.exists() and not prd_path.is_symlink():
-            raise PrdError(f"the agent did not write prd.json to {prd_path}")
+            raise PrdError(f"the agent did not write prd.json to {prd_path}{self.why(outcome)}")
         prd = parse_prd(self.redactor.redact(read_handed_over(prd_path)))
         check_test_claims(prd, self.baseline_tests)
         return prd
+
+    def why(self, outcome: AgentOutcome) -> str:
+        """What the agent's call reported, when it failed: without it, an agent that never
+        reached its model ("Invalid API key") reads as one that ignored the prompt."""
+        reason = outcome.error
+        if reason is None and outcome.exit_code not in (0, None):
+            reason = f"it exited with code {outcome.exit_code}"
+        return f" ({self.redactor.redact(reason)[:500]})" if reason else ""
 
     def failing_tests(self) -> list[str]:
         """The base commit's failing test ids, which the plan gives to the stories."""

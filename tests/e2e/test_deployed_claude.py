@@ -17,9 +17,9 @@ import yaml
 
 from tests.integration.test_pipeline import GITIGNORE, PYTEST, git
 from tests.support.claude_cli import install_claude_cli
-from tests.support.fake_anthropic import CWD, PRD_PATH, ToolCall, Turn, say, use
+from tests.support.fake_anthropic import CWD, PRD_PATH, ToolCall, Turn, fail, say, use
 from tests.support.github_double import GitHubDouble, github_double
-from tests.support.harness import sandbox_readonly, sandbox_works, stack, wait_for
+from tests.support.harness import Stack, sandbox_readonly, sandbox_works, stack, wait_for
 from tests.support.leaks import assert_no_secrets, files_under, visible_on_github
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -101,25 +101,21 @@ def script() -> list[Turn]:
     ]
 
 
-def test_label_run_with_the_real_claude_cli_opens_a_pr_with_one_commit_per_story(
-    tmp_path: Path, double: GitHubDouble, claude_bin: Path
-) -> None:
+def scene(tmp_path: Path, double: GitHubDouble, claude_bin: Path) -> tuple[int, dict[str, str]]:
+    """The shop on the double with an issue asking for pricing; the stack's environment."""
     source = tmp_path / "source"
     shop(source)
     double.add_repository(REPO, source)
-    double.set_file(
-        REPO, "main", ".github/reqdrive.yml", (source / ".github/reqdrive.yml").read_text()
-    )
+    config = (source / ".github/reqdrive.yml").read_text()
+    double.set_file(REPO, "main", ".github/reqdrive.yml", config)
     double.set_role(REPO, "alice", "write")
     issue = double.add_issue(REPO, "Pricing", "Add total() and discount() to pricing.py.")
-    root = tmp_path / "stack"
-    root.mkdir()
-    # Only documented variables: the model's key and URL (the harness adds the URL), the CLI on
-    # PATH, the toolchain the checks need; the sandbox is the default one.
+    (tmp_path / "stack").mkdir()
+    # Only documented variables: the model's key (the harness adds its URL), the CLI on PATH,
+    # the toolchain the checks need; the sandbox is the default one where bubblewrap works.
+    path = (str(claude_bin.parent), str(Path(sys.executable).parent), os.environ["PATH"])
     env = {
-        "PATH": os.pathsep.join(
-            (str(claude_bin.parent), str(Path(sys.executable).parent), os.environ["PATH"])
-        ),
+        "PATH": os.pathsep.join(path),
         "ANTHROPIC_API_KEY": API_KEY,
         "REQDRIVE_SANDBOX_READONLY": sandbox_readonly(),
         "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
@@ -127,26 +123,60 @@ def test_label_run_with_the_real_claude_cli_opens_a_pr_with_one_commit_per_story
     }
     if not sandbox_works():
         env["REQDRIVE_SANDBOX"] = "off"
+    return issue, env
+
+
+def run_to_the_end(double: GitHubDouble, running: Stack, issue: int) -> dict[str, Any]:
+    """Label the issue, wait until the progress comment says the run ended; that comment."""
+    payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
+    assert double.deliver(running.webhook_url, "issues", payload).status_code == 202
+
+    def progress() -> list[dict[str, Any]]:
+        comments = double.comments_on(REPO, issue)
+        return [c for c in comments if "reqdrive:progress" in c["body"]]
+
+    def ended() -> bool:
+        return any(end in c["body"] for c in progress() for end in FINAL_STATUSES)
+
+    try:
+        wait_for(ended, 150, "the run ended")
+    except AssertionError:
+        raise AssertionError(running.logs()[-6000:]) from None
+    [comment] = progress()
+    return comment
+
+
+def test_a_key_the_model_api_refuses_stops_the_run_at_planning_saying_so(
+    tmp_path: Path, double: GitHubDouble, claude_bin: Path
+) -> None:
+    issue, env = scene(tmp_path, double, claude_bin)
+    refusals = [fail(401)] * 12  # every retry of both planning attempts
+    with stack(double, None, tmp_path / "stack", env, model_api=refusals) as running:
+        progress = run_to_the_end(double, running, issue)
+
+    assert "❌ Stopped at the plan step" in progress["body"]
+    # Why, as the CLI said it: not only that no plan was written.
+    assert "did not write prd.json" in progress["body"]
+    assert "(claude stopped (api_error): " in progress["body"] and "401" in progress["body"]
+    assert double.pulls_of(REPO) == []
+    assert_no_secrets(double, tmp_path / "stack")
+    assert not [where for where, text in visible_on_github(double).items() if API_KEY in text]
+    files = files_under(tmp_path / "stack")
+    assert not [where for where, data in files.items() if API_KEY.encode() in data]
+
+
+def test_label_run_with_the_real_claude_cli_opens_a_pr_with_one_commit_per_story(
+    tmp_path: Path, double: GitHubDouble, claude_bin: Path
+) -> None:
+    issue, env = scene(tmp_path, double, claude_bin)
+    root = tmp_path / "stack"
     with stack(double, None, root, env, model_api=script()) as running:
-        payload = double.labeled_payload(REPO, issue, "reqdrive", "alice")
-        assert double.deliver(running.webhook_url, "issues", payload).status_code == 202
-
-        def finished() -> bool:
-            bodies = [c["body"] for c in double.comments_on(REPO, issue)]
-            return any(end in b for b in bodies for end in FINAL_STATUSES)
-
-        try:
-            wait_for(finished, 150, "the run finished")
-        except AssertionError:
-            raise AssertionError(running.logs()[-6000:]) from None
+        progress = run_to_the_end(double, running, issue)
         logs = running.logs()
         requests = running.model_requests()
-        keys_matched = [
-            json.loads(line)["authorized"]
-            for line in running.model_journal.read_text().splitlines()
-        ]
+        journal = running.model_journal.read_text().splitlines()
+        keys_matched = [json.loads(line)["authorized"] for line in journal]
 
-    [progress] = [c for c in double.comments_on(REPO, issue) if "reqdrive:progress" in c["body"]]
     assert "✅ Done" in progress["body"], logs[-6000:]
     assert ("UNCONFINED" in logs) is not sandbox_works()
 

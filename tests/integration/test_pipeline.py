@@ -443,6 +443,17 @@ def test_an_invalid_prd_twice_fails_the_run_naming_what_is_wrong(
     assert (run["status"], run["step"]) == ("failed", "plan")
 
 
+def test_an_agent_that_fails_without_a_plan_is_named_with_its_exit_code(
+    make_project: MakeProject,
+) -> None:
+    project = make_project()
+    scenario = project.scenario({"plan": [{"exit_code": 3}]})
+    with pytest.raises(PrdError) as caught:
+        project.run(scenario)
+    assert "did not write prd.json" in str(caught.value)
+    assert str(caught.value).endswith("(it exited with code 3)")
+
+
 def test_a_repository_prompt_override_on_the_base_commit_is_used_with_text_kept_literal(
     make_project: MakeProject,
 ) -> None:

@@ -201,6 +201,10 @@ def test_label_run_with_the_real_claude_cli_opens_a_pr_with_one_commit_per_story
         "feat: [US-001] - Sum a basket",
     ]
     assert pull["draft"] is False
+    # The PR body's verification: each story's own test went from failing to passing.
+    assert "**2 stories: 2 passed**" in pull["body"] and "**Ready for review**" in pull["body"]
+    for name in TEST_IDS:
+        assert f"- `{TEST_IDS[name]}` (owned): failed → passed" in pull["body"]
     head = git(bare, "rev-parse", branch)
     checks = [r for r in double.check_runs_of(REPO) if r["head_sha"] == head]
     assert [(r["status"], r["conclusion"]) for r in checks] == [("completed", "success")]

@@ -24,8 +24,21 @@ class TreeState:
 
 def tree_state(cwd: Path) -> TreeState:
     """The worktree's state now, to compare with after the agent's turn."""
+    # --ignore-submodules=dirty: a submodule counts as changed when its commit moved, and git
+    # never looks into its folder for more. Looking runs a child git there, which reads that
+    # folder's config — a repository the agent may have made, whose clean filter or fsmonitor
+    # would run here, outside the sandbox, as the worker. (The option, not the setting
+    # diff.ignoreSubmodules: the worktree's `.gitmodules` overrides that one.)
     status = run_git(
-        ["status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all"], cwd=cwd
+        [
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--ignored",
+            "--untracked-files=all",
+            "--ignore-submodules=dirty",
+        ],
+        cwd=cwd,
     )
     entries = [e for e in status.split("\0") if e]
     return TreeState(

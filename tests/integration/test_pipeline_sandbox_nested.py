@@ -38,7 +38,8 @@ def with_submodule(project: Project, tmp_path: Path) -> None:
     sha = git(clone, "rev-parse", "HEAD")
     git(clone, "update-index", "--add", "--cacheinfo", f"160000,{sha},{SUBMODULE}")
     (clone / ".gitmodules").write_text(
-        f'[submodule "lib"]\n\tpath = {SUBMODULE}\n\turl = https://example.invalid/lib.git\n\tignore = none\n'
+        f'[submodule "lib"]\n\tpath = {SUBMODULE}\n'
+        "\turl = https://example.invalid/lib.git\n\tignore = none\n"
     )
     git(clone, "add", ".gitmodules")
     git(clone, "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "submodule")
@@ -71,4 +72,3 @@ def test_a_repository_planted_in_a_submodules_folder_never_runs_its_filter_in_th
 
     # The agent's own git ran inside (it cannot write there); only the worker's could have.
     assert not marker.exists(), marker.read_text()
-

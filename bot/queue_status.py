@@ -1,4 +1,5 @@
-"""What the workers are doing, read through rq's public API: queued, running, failed, finished."""
+"""What the workers are doing, read through rq's public API: queued, retrying, running, failed,
+finished."""
 
 from __future__ import annotations
 
@@ -10,11 +11,18 @@ from typing import Any
 import redis
 from rq import Queue, Worker
 from rq.job import Job
-from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
+from rq.registry import (
+    BaseRegistry,
+    FailedJobRegistry,
+    FinishedJobRegistry,
+    ScheduledJobRegistry,
+    StartedJobRegistry,
+)
 from rq.serializers import JSONSerializer
 
 DEFAULT_FINISHED = 10
-STATES = ("queued", "running", "failed", "finished")
+# "retrying": failed, and scheduled to run again (RUN_RETRY, COMMAND_RETRY in bot/enqueue.py).
+STATES = ("queued", "retrying", "running", "failed", "finished")
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,7 @@ class JobLine:
 def queue_status(
     conn: redis.Redis, queue_name: str, *, finished: int = DEFAULT_FINISHED
 ) -> dict[str, list[JobLine]]:
-    """Jobs per repository, each list in the order queued, running, failed, finished."""
+    """Jobs per repository, each list in the order of STATES."""
     queue = Queue(queue_name, connection=conn, serializer=JSONSerializer)
     running_on = {
         job_id: w.name
@@ -45,6 +53,7 @@ def queue_status(
     }
     ids = {
         "queued": queue.get_job_ids(),
+        "retrying": _ids(ScheduledJobRegistry, queue),
         "running": StartedJobRegistry(queue=queue).get_job_ids(),
         "failed": FailedJobRegistry(queue=queue).get_job_ids(),
         "finished": FinishedJobRegistry(queue=queue).get_job_ids()[-finished:] if finished else [],
@@ -61,12 +70,17 @@ def queue_status(
     return dict(sorted(by_repo.items()))
 
 
+def _ids(registry: type[BaseRegistry], queue: Queue) -> list[str]:
+    # Through the base class: ScheduledJobRegistry's own __init__ carries no types.
+    return registry(queue=queue).get_job_ids()
+
+
 def _line(state: str, job: Job, worker: str | None, now: float) -> JobLine:
     meta: dict[str, Any] = job.meta or {}
     kwargs: dict[str, Any] = job.kwargs if isinstance(job.kwargs, dict) else {}
     started = meta.get("story_started_at")
     error = None
-    if state == "failed":
+    if state == "failed":  # RQ keeps no error for an attempt it retries: worker.log has it
         result = job.latest_result()
         text = ((result.exc_string if result else None) or "").strip().splitlines()
         error = text[-1][:200] if text else "failed"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Queue
+from rq import Queue, Retry
 from rq.serializers import JSONSerializer
 
 from bot.cli import main
@@ -68,6 +68,13 @@ def test_status_shows_queued_running_and_failed_jobs_per_repository(
     release = tmp_path / "release"
     failing = queue.enqueue("tests.support.held_jobs.fail", kwargs={"repo": "octo/app"})
     wait_for(lambda: failing.get_status(refresh=True) == "failed")
+    # Failed once, to run again in ten minutes: shown, with the error, not left out.
+    retrying = queue.enqueue(
+        "tests.support.held_jobs.fail",
+        kwargs={"repo": "octo/app"},
+        retry=Retry(max=1, interval=600),
+    )
+    wait_for(lambda: retrying.get_status(refresh=True) == "scheduled")
     held = queue.enqueue(
         "tests.support.held_jobs.hold",
         kwargs={"release_file": str(release), "repo": "octo/app", "story": "US-002"},
@@ -84,13 +91,15 @@ def test_status_shows_queued_running_and_failed_jobs_per_repository(
     assert code == 0
     lines = out.splitlines()
     assert f"queue {QUEUE}:" in lines
-    assert "  octo/app: 0 queued, 1 running, 1 failed, 0 finished" in lines
+    assert "  octo/app: 0 queued, 1 retrying, 1 running, 1 failed, 0 finished" in lines
     running_line = next(line for line in lines if "running " in line and held.id in line)
     assert "docs/requirements/REQ-001-export.md" in running_line
     assert "story US-002 for 2m " in running_line and "on status-worker-1" in running_line
     failed_line = next(line for line in lines if failing.id in line)
     assert failed_line.strip().startswith("failed") and "could not be started" in failed_line
-    assert "  octo/other: 1 queued, 0 running, 0 failed, 0 finished" in lines
+    assert "  octo/other: 1 queued, 0 retrying, 0 running, 0 failed, 0 finished" in lines
+    retrying_line = next(line for line in lines if retrying.id in line)
+    assert retrying_line.strip().startswith("retrying")
     assert any(line.strip().startswith("queued") and waiting.id in line for line in lines)
 
     code, out = status(capsys, "--queue", QUEUE, "--json")
@@ -102,8 +111,8 @@ def test_status_shows_queued_running_and_failed_jobs_per_repository(
     release.write_text("go")
     wait_for(lambda: waiting.get_status(refresh=True) == "finished")
     code, out = status(capsys, "--queue", QUEUE)
-    assert "  octo/app: 0 queued, 0 running, 1 failed, 1 finished" in out.splitlines()
-    assert "  octo/other: 0 queued, 0 running, 0 failed, 1 finished" in out.splitlines()
+    assert "  octo/app: 0 queued, 1 retrying, 0 running, 1 failed, 1 finished" in out.splitlines()
+    assert "  octo/other: 0 queued, 0 retrying, 0 running, 0 failed, 1 finished" in out.splitlines()
 
 
 def test_status_beside_reqdrive_up_shows_its_queue_without_redis_url(

@@ -30,9 +30,11 @@ RERUN_TTL_S = 7 * 24 * 3600  # as long as a finished run's result is kept
 DELIVERY_TTL_S = 5 * 24 * 3600
 COMMAND_TIMEOUT_S = 600
 RESULT_TTL_S = 7 * 24 * 3600
-# Runs: a failure or an abandoned job (worker killed; rq 2.12's StartedJobRegistry.cleanup
-# calls job.retry while retries_left > 0) is retried after a pause; the run resumes from its
-# checkpoint. Intervals need the scheduler (`rq worker --with-scheduler`).
+# Runs: a job that raised, or whose work horse died, is retried after a pause (rq 3's worker
+# on a dead horse, and StartedJobRegistry.cleanup on an abandoned job, call job.retry while
+# retries_left > 0). That retry only runs a run that never reached its checkpoint: one that
+# did is resumed by the recovery sweeper alone, and the retried job leaves it (bot/jobs.py).
+# Intervals need the scheduler (`rq worker --with-scheduler`).
 RUN_RETRY = Retry(max=2, interval=[60, 300])
 COMMAND_RETRY = Retry(max=2)  # no interval: requeued at once, no scheduler needed
 

@@ -6,6 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from rq import get_current_job
+
 from bot.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
 from bot.drive import AlreadyRunning, execute, reset_stories
 from bot.github import WRITES_KEY, RepoClient
@@ -37,6 +39,10 @@ CANCELLING = (
     "draft. The progress comment will say when it is done."
 )
 REPLY_MARKER = "<!-- reqdrive:reply {key} -->"
+JOB_ERROR = (
+    "reqdrive could not finish this: an unexpected error (`{error}`) stopped job `{job_id}`. "
+    "The worker's log has the details; trigger it again once that is fixed."
+)
 HELP = """reqdrive understands these commands (on a requirement issue or a reqdrive pull request):
 
 - `/reqdrive run`: build this issue's requirement (the same as adding the trigger label)
@@ -142,6 +148,11 @@ def _job(kind: JobKind, arguments: dict[str, Any], handler: Handler) -> dict[str
     if request.installation_id is None:
         raise ValueError("a job needs the installation that sent the delivery")
     rt = current()
+    taken_over = _run_started_before(rt)
+    if taken_over is not None:
+        log.info("job ran again after its run started; the sweeper resumes runs",
+                 extra={"run_id": taken_over})  # fmt: skip
+        return {"status": "left to the recovery sweeper", "run_id": taken_over}
     permissions = PERMISSIONS.get(kind, REPLY_PERMISSIONS)
     client = rt.app.client(request.installation_id, request.repo, permissions)
     _acknowledge(client, request)
@@ -153,6 +164,46 @@ def _job(kind: JobKind, arguments: dict[str, Any], handler: Handler) -> dict[str
     except AlreadyRunning as running:
         _reply(client, request, ALREADY_RUNNING.format(run_id=running))
         return {"status": "already running"}
+    except Exception as error:
+        if _last_attempt():  # RQ retries it otherwise (RUN_RETRY, COMMAND_RETRY): say it once
+            _report_error(client, request, error)
+        raise
+
+
+def _run_started_before(rt: Runtime) -> str | None:
+    """The run an earlier execution of this very job started, if it got as far as a checkpoint.
+
+    RQ executes a job again when its work horse died (the worker notices at once) or when rq's
+    cleanup finds it abandoned, as long as its Retry has attempts left; jobs queued before
+    RUN_RETRY changed keep theirs. A run with a checkpoint is the recovery sweeper's to resume
+    (bot/recovery.py) or has ended: running it here too would be a second run beside the
+    resumed one, or an "already running" reply to a person who asked for nothing. A run killed
+    before its checkpoint existed is not the sweeper's (it forgets runs without one), so RQ's
+    retry is what runs it.
+    """
+    job = get_current_job()
+    run_id = job.meta.get("run_id") if job is not None else None
+    if isinstance(run_id, str) and rt.checkpoints.load(run_id) is not None:
+        return run_id
+    return None
+
+
+def _last_attempt() -> bool:
+    job = get_current_job()
+    return job is None or not job.retries_left
+
+
+def _report_error(client: RepoClient, request: RunRequest, error: Exception) -> None:
+    """One comment naming the error's kind (its text may hold what must not be posted)."""
+    job = get_current_job()
+    text = JOB_ERROR.format(error=type(error).__name__, job_id=job.id if job else "-")
+    try:
+        if request.issue_number is not None:
+            _reply(client, request, text)
+        elif request.head_sha:
+            client.commit_comment(request.head_sha, text)
+    except Exception:  # GitHub itself may be what failed; the log has it
+        log.warning("error report failed", extra={"repo": request.repo})
 
 
 def _acknowledge(client: RepoClient, request: RunRequest) -> None:

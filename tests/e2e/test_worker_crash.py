@@ -15,9 +15,12 @@ from typing import Any
 import psutil
 import pytest
 import redis
-from rq import Queue
+from rq import Queue, Retry
+from rq.job import JobStatus
+from rq.registry import FailedJobRegistry
 from rq.serializers import JSONSerializer
 
+from bot.enqueue import RUN_RETRY
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_http import FakeGitHub, private_key_pem, served_fake_github
 from worker.requests import JobKind, RunRequest
@@ -151,3 +154,103 @@ def test_a_killed_workers_run_is_resumed_by_another_worker_within_two_minutes(
     assert all(r["status"] == "completed" for r in gh.check_runs_of(REPO))
     head = git(project.remote, "rev-parse", pull["head"]["ref"])
     assert [r["conclusion"] for r in gh.check_runs_of(REPO) if r["head_sha"] == head] == ["success"]
+
+
+def kill_work_horse(worker: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the job's work horse and what it started, the worker itself surviving (the OOM
+    killer's choice): rq's worker sees the horse die and retries the job at once."""
+    # rq's horse calls setpgrp(); the worker's other child, its scheduler, does not.
+    [horse] = [p for p in psutil.Process(worker.pid).children() if os.getpgid(p.pid) == p.pid]
+    tree = [horse, *horse.children(recursive=True)]
+    for proc in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(signal.SIGKILL)
+
+
+def test_rqs_retry_of_a_killed_run_leaves_it_to_the_sweeper_one_resume_no_reply(
+    tmp_path: Path, served: FakeGitHub, redis_conn: redis.Redis, redis_url: str
+) -> None:
+    gh = served
+    project = project_factory(tmp_path)(config={"agent": {"runner": "command", "timeout": 600}})
+    source = tmp_path / "source"
+    gh.add_repo(REPO, str(project.remote))
+    gh.branch_heads[(REPO, "main")] = git(project.remote, "rev-parse", "main")
+    gh.set_file(REPO, "main", ".github/reqdrive.yml", (source / ".github/reqdrive.yml").read_text())
+    gh.set_role(REPO, "alice", "write")
+    issue = gh.add_issue(REPO, "Features", "Build features one and two.")
+    once = tmp_path / "slept"
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {
+                "US-001": [implement(1)],
+                "US-002": [{**implement(2), "sleep_once": 600, "once_file": str(once)}],
+            },
+        }
+    )
+    env = {
+        **os.environ,
+        "GITHUB_WEBHOOK_SECRET": "test-secret",
+        "GITHUB_APP_ID": "42",
+        "GITHUB_PRIVATE_KEY": private_key_pem(),
+        "GITHUB_API_URL": gh.api,
+        "REDIS_URL": redis_url,
+        "REQDRIVE_QUEUE": QUEUE,
+        "REQDRIVE_WORK_DIR": str(project.work_dir),
+        "REQDRIVE_AGENT_COMMAND": project.agent_command(scenario),
+        "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
+        "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
+        "REQDRIVE_SANDBOX": "off",
+        # The dead horse's heartbeat and lock outlive RQ's retry below by seconds, as the
+        # defaults (45 s) outlive RUN_RETRY's first minute when the horse dies within one.
+        "REQDRIVE_HEARTBEAT_TTL_S": "6",
+        "REQDRIVE_RECOVERY_SWEEP_S": "2",
+    }
+    request = RunRequest(
+        kind=JobKind.RUN,
+        delivery_id="d-1",
+        repo=REPO,
+        installation_id=7,
+        sender="alice",
+        requirement=f"ISSUE-{issue}",
+        issue_number=issue,
+    )
+    queue = Queue(QUEUE, connection=redis_conn, serializer=JSONSerializer)
+    # RUN_RETRY's attempts, with a 1 s pause instead of its minute.
+    job = queue.enqueue(
+        "bot.jobs.run_requirement",
+        kwargs=request.model_dump(mode="json"),
+        job_timeout=3600,
+        retry=Retry(max=RUN_RETRY.max, interval=1),
+    )
+    worker = start_worker(env, tmp_path / "worker.log")
+    try:
+        wait_for(lambda: "US-002 1" in project.calls(), 120, "US-002's agent started")
+        kill_work_horse(worker)
+
+        def finished() -> bool:
+            bodies = [c["body"] for c in gh.comments_on(REPO, issue)]
+            return any("✅ Done" in b for b in bodies)
+
+        took = wait_for(finished, 180, "the run finished after the sweeper's resume")
+        wait_for(lambda: job.get_status() == JobStatus.FINISHED, 30, "the retried job ended")
+    finally:
+        stop(worker)
+
+    assert took < TAKEOVER_LIMIT_S
+    assert project.calls() == ["plan 1", "US-001 1", "US-002 1", "US-002 1"]  # one resume
+    assert job.return_value() == {
+        "status": "left to the recovery sweeper",
+        "run_id": job.get_meta()["run_id"],
+    }
+    stored = queue.fetch_job(job.id)
+    assert stored is not None
+    assert stored.retries_left == RUN_RETRY.max - 1  # RQ did retry it once: that ran nothing
+    assert FailedJobRegistry(queue=queue).get_job_ids() == []
+    comments = [c["body"] for c in gh.comments_on(REPO, issue)]
+    assert not [b for b in comments if "reqdrive:reply" in b]  # no "already running" reply
+    [progress] = [b for b in comments if "reqdrive:progress" in b]
+    assert "another worker resumed the run" in progress
+    [pull] = gh.pulls_of(REPO)
+    log = git(project.remote, "log", "--format=%s", f"main..{pull['head']['ref']}").splitlines()
+    assert log == ["feat: [US-002] - Feature 2", "feat: [US-001] - Feature 1"]

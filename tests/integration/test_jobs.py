@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Queue, SimpleWorker
-from rq.job import Job
+from rq import Queue, Retry, SimpleWorker
+from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from bot import runtime
@@ -479,3 +479,32 @@ def test_an_uninstall_drops_the_installations_tokens_and_stops_its_runs(scene: S
     tokens_before = len(scene.gh.tokens)
     rt.app.auth.token(7, REPO, {"issues": "write"})
     assert len(scene.gh.tokens) == tokens_before + 1  # the cached token was forgotten
+
+
+def test_a_job_that_raises_is_retried_by_rq_and_reported_once_on_its_last_attempt(
+    scene: Scene,
+) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build feature one.")
+    gh.fail("GET", r"/collaborators/alice/permission$", 422, times=10)  # every attempt fails
+    request = RunRequest(
+        kind=JobKind.RUN,
+        delivery_id="d-err",
+        repo=REPO,
+        installation_id=7,
+        sender="alice",
+        requirement=f"ISSUE-{issue}",
+        issue_number=issue,
+    )
+    job = scene.queue.enqueue(
+        "bot.jobs.run_requirement", kwargs=request.model_dump(mode="json"), retry=Retry(max=2)
+    )
+
+    scene.work()  # the first attempt and RQ's two retries, requeued at once
+
+    assert len([c for c in gh.calls if c.path.endswith("/permission")]) == 3
+    assert job.get_status() == JobStatus.FAILED
+    [report] = gh.comments_on(REPO, issue)
+    assert "unexpected error (`GithubException`)" in report["body"]
+    assert job.id in report["body"]
+    assert scene.project.calls() == []  # nothing ran

@@ -155,6 +155,7 @@ def _supervise(
 ) -> int:
     ready = False
     while not stop.wait(POLL_S):
+        _reap_adopted({child.process.pid for child in [*children, *_redis_child(embedded)]})
         dead = [child for child in [*children, *_redis_child(embedded)] if not child.alive()]
         if dead:
             _report_death(dead[0])
@@ -236,6 +237,17 @@ def _adopt_orphans() -> None:
     if sys.platform.startswith("linux"):
         with suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap_adopted(own: set[int]) -> None:
+    """Reap the orphans `up` adopted that have ended (a sandbox's bwrap parent, an agent whose
+    horse was killed): else each stays a zombie, holding its pid, until `up` stops. Its own
+    children are left to their Popen, which reads their exit codes."""
+    with suppress(psutil.Error):
+        for proc in psutil.Process().children():
+            if proc.pid not in own and proc.status() == psutil.STATUS_ZOMBIE:
+                with suppress(ChildProcessError):
+                    os.waitpid(proc.pid, os.WNOHANG)
 
 
 def _sweep_leftovers() -> None:

@@ -179,6 +179,7 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         secrets.append(settings.redis_url)
     return RunSpec(
         plan_only=plan_only,
+        superseded=lambda: rt.records.rerun_waiting(record.job_id),
         run_id=record.run_id,
         requirement=Requirement(
             text=record.text, source=record.source, slug=record.slug, repo_path=record.repo_path

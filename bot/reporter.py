@@ -47,12 +47,14 @@ class Outcome:
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
     ACTION_REQUIRED = "action_required"  # a budget stop or a configuration error
+    NEUTRAL = "neutral"  # superseded: a newer text of the requirement runs next
 
 
 # Why the loop stopped → the check run's conclusion when the PR is not ready.
 CONCLUSIONS = {
     StopReason.CANCELLED: Outcome.CANCELLED,
     StopReason.BUDGET_SPENT: Outcome.ACTION_REQUIRED,
+    StopReason.SUPERSEDED: Outcome.NEUTRAL,
 }
 
 

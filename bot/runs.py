@@ -109,6 +109,10 @@ class RunRecords:
     def clear_cancel(self, run_id: str) -> None:
         self.conn.delete(CANCEL_KEY.format(run_id=run_id))
 
+    def rerun_waiting(self, job_id: str | None) -> bool:
+        """Whether a newer text of this job's requirement waits to run after it."""
+        return job_id is not None and bool(self.conn.exists(RERUN_KEY.format(job_id=job_id)))
+
     def take_rerun(self, job_id: str) -> str | None:
         """The arguments (JSON) of a run queued behind this job, taken exactly once."""
         raw = self.conn.getdel(RERUN_KEY.format(job_id=job_id))

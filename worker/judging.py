@@ -293,6 +293,8 @@ def readiness(
         return False, "no gates are configured, so nothing verified the stories"
     if stop is StopReason.CANCELLED:
         return False, "the run was cancelled"
+    if stop is StopReason.SUPERSEDED:
+        return False, "the requirement was edited, so it runs again on the new text"
     open_stories = [s for s in stories if s.state not in (StoryState.PASSED, StoryState.UNVERIFIED)]
     if open_stories:
         listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)

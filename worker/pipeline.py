@@ -8,7 +8,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,9 @@ class RunSpec:
     # Stop once the plan is made (`reqdrive plan`, `/reqdrive plan`): the engine cancels its
     # own story loop, so no story starts whatever a reporter does or how late it hears.
     plan_only: bool = False
+    # Asked before each story: a newer text of the requirement waits to run (a push edited
+    # it), so the loop stops after the story it is on, which is never cut short.
+    superseded: Callable[[], bool] | None = None
 
     def __post_init__(self) -> None:
         # The run id names folders under the work dir: refused before any of them is made.
@@ -572,6 +575,8 @@ class Pipeline:
         while True:
             if self.cancel.is_set():
                 return StopReason.CANCELLED
+            if self.spec.superseded is not None and self.spec.superseded():
+                return StopReason.SUPERSEDED
             story = self._next_story()
             if story is None:
                 if all(s.state is StoryState.PASSED for s in cp.stories):

@@ -81,6 +81,7 @@ class StopReason(StrEnum):
     MAX_ITERATIONS = "maxIterations reached"
     BUDGET_SPENT = "budgetUsd spent"
     CANCELLED = "cancelled"
+    SUPERSEDED = "the requirement changed"  # a newer text runs next, on the same branch
 
 
 class TestCheck(BaseModel):

@@ -402,6 +402,11 @@ def test_an_edit_pushed_while_the_run_runs_is_run_again_on_the_new_text(scene: S
     assert record is not None and record.text == "# REQ-001\nNew text.\n"
     assert len(gh.pulls_of(REPO)) == 1
     assert scene.conn.get(RERUN_KEY.format(job_id=job_id)) is None
+    # The old text's run stopped before its first story (the newer text was already waiting)
+    # and ended neutral, superseded; the new text's run built the story.
+    assert scene.project.calls() == ["plan 1", "plan 1", "US-001 1"]
+    conclusions = [r["conclusion"] for r in gh.check_runs_of(REPO)]
+    assert "neutral" in conclusions and conclusions[-1] == "success"
 
 
 def test_a_job_queued_under_the_old_worker_jobs_name_runs_the_bot_job(scene: Scene) -> None:

@@ -290,6 +290,25 @@ def test_a_story_that_never_passes_stops_at_max_story_retries_and_leaves_a_draft
     assert "**Draft**: 1 of 2 stories did not pass: US-001 (failed)" in body
 
 
+def test_a_run_superseded_by_a_newer_text_stops_after_the_story_it_is_on(
+    make_project: MakeProject,
+) -> None:
+    project = make_project()
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [implement(1)], "US-002": [implement(2)]}}
+    )
+    # The newer text arrives while US-001 runs: asked again before US-002, the run stops.
+    superseded = lambda: project.calls() != ["plan 1"]  # noqa: E731
+    result = project.run(scenario, superseded=superseded)
+
+    assert project.calls() == ["plan 1", "US-001 1"]
+    first, second = result.stories
+    assert first.state is StoryState.PASSED and second.state is StoryState.PENDING
+    assert result.stop_reason is StopReason.SUPERSEDED and not result.ready
+    assert result.draft_reason == "the requirement was edited, so it runs again on the new text"
+    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+
+
 def test_an_attempt_that_changes_nothing_fails_with_reason_no_changes(
     make_project: MakeProject,
 ) -> None:

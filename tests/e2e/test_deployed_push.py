@@ -181,3 +181,49 @@ def test_the_apps_own_push_replayed_as_a_delivery_triggers_nothing(
     assert after_calls == calls
     assert len(double.writes()) == writes
     assert_no_secrets(double, root)
+
+
+def test_an_edit_pushed_while_its_run_runs_is_run_again_once_the_current_story_ends(
+    tmp_path: Path, double: GitHubDouble
+) -> None:
+    slow = {"US-001": [{"sleep": 6, **implement(1)}], "US-002": [implement(2)]}
+    scene = shop(tmp_path, double, REPO, stories=slow)
+    root = tmp_path / "stack"
+    root.mkdir()
+    with stack(double, None, root, scene.env()) as running:
+        pushed_by_person(double, running, FIRST_TEXT)
+
+        def story_running() -> bool:
+            return any("US-001 1" in calls for calls in agent_calls(running).values())
+
+        wait_for(story_running, 60, "the first run's US-001 started")
+        [first_run] = agent_calls(running)
+        later = {"US-001": [revision(1, "violet")], "US-002": [implement(2)]}
+        set_stories(scene, later)  # read by the agent's next call, not the one running
+        push = double.push_files(REPO, {REQ: EDITED_TEXT}, "Requirement REQ-001, edited")
+        answer = double.deliver(running.webhook_url, "push", double.push_payload(push, "alice"))
+        assert answer.status_code == 202, answer.text
+        [job] = answer.json()["jobs"]
+        assert job["rerun"] == "after the running job ends"
+        second_run = wait_for_run(running, double, [first_run])
+        runs = agent_calls(running)
+
+    # The old text's run finished US-001 and started nothing more; the new text ran whole.
+    assert runs[first_run] == ["plan 1", "US-001 1"]
+    assert runs[second_run] == ["plan 1", "US-001 1", "US-002 1"]
+    assert "violet" in prompts_of(running, second_run)
+    [pull] = double.pulls_of(REPO)
+    assert pull["draft"] is False and second_run in pull["body"]
+    [progress] = progress_comments(double)
+    assert "✅ Done" in progress["body"] and second_run in progress["body"]
+    bare, branch = double.bare(REPO), pull["head"]["ref"]
+    assert git(bare, "log", "--format=%s", f"main..{branch}").splitlines() == [
+        "feat: [US-002] - Feature 2",
+        "feat: [US-001] - Feature 1",
+        "feat: [US-001] - Feature 1",
+    ]
+    head = git(bare, "rev-parse", branch)
+    checks = [r for r in double.check_runs_of(REPO) if r["head_sha"] == head]
+    assert [(r["status"], r["conclusion"]) for r in checks] == [("completed", "success")]
+    assert all(r["status"] == "completed" for r in double.check_runs_of(REPO))
+    assert_no_secrets(double, root)

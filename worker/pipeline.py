@@ -175,6 +175,8 @@ class Pipeline:
         self.lock: RunLock = lock or FileRunLock(self.folder)
         self.cache = RepositoryCache(spec.work_dir / "cache", environment=spec.source_env)
         self.home = spec.work_dir / "homes" / spec.run_id
+        # The gates' HOME: beside the agent's, never inside it (see _fresh_gate_home).
+        self.gate_home = spec.work_dir / "gatehomes" / spec.run_id
         # Outside the run folder, so the agent never reaches the checkpoint, logs or PRD:
         # where planning leaves prd.json, and the agent's own git folder.
         self.handoff = spec.work_dir / "handoff" / spec.run_id
@@ -417,7 +419,7 @@ class Pipeline:
         self.home.mkdir(parents=True, exist_ok=True)
         # The checks get no credential, the agent's API key included, and the operator's PATH.
         self.gate_env = gate_environment(
-            self.home / "gates", self.spec.source_env, path=self.spec.gate_path
+            self.gate_home, self.spec.source_env, path=self.spec.gate_path
         )
         self.gates: list[GateSpec] = gate_specs(
             config.test_command, config.lint_command, config.gates
@@ -511,8 +513,8 @@ class Pipeline:
         return outcome
 
     def _confinement(self) -> Sandbox | None:
-        """The sandbox for the next agent call or gate run: the worktree, the run's HOME, the
-        hand-over folder (emptied) and a git folder of its own; None when unconfined."""
+        """The sandbox for the next agent call: the worktree, the run's HOME, the hand-over
+        folder (emptied) and a git folder of its own; None when unconfined."""
         self.handoff.mkdir(parents=True, exist_ok=True)
         for entry in self.handoff.iterdir():
             if entry.is_dir() and not entry.is_symlink():
@@ -527,6 +529,29 @@ class Pipeline:
             readonly=[view.objects],
             shadows=[(view.git_file, self.worktree.path / ".git")],
         )
+
+    def _gate_confinement(self) -> Sandbox | None:
+        """The sandbox for a gate run: the worktree, the gates' own HOME (emptied) and a git
+        folder of its own; not the agent's HOME nor the hand-over folder."""
+        self._fresh_gate_home()
+        if self.spec.sandbox is None:
+            return None
+        view = self.cache.agent_view(self.worktree, self.git_view)
+        return self.spec.sandbox.bind(
+            writable=[self.gate_home, view.git_dir],
+            readonly=[view.objects],
+            shadows=[(view.git_file, self.worktree.path / ".git")],
+        )
+
+    def _fresh_gate_home(self) -> None:
+        """An empty HOME (and TMPDIR) for every gate run. Tools read their user configuration
+        there (Python's user site-packages, whose `.pth` lines run at start; `~/.npmrc`'s
+        script-shell; `~/.gitconfig`): left by the agent or by the code an earlier gate ran,
+        it would change the verdict without showing in the story's diff."""
+        if self.gate_home.is_symlink():
+            self.gate_home.unlink()
+        shutil.rmtree(self.gate_home, ignore_errors=True)  # never follows links inside
+        Path(self.gate_env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
 
     # baseline and gates -------------------------------------------------------------------
 
@@ -560,7 +585,7 @@ class Pipeline:
             parallel=self.config.gates_mode is GatesMode.PARALLEL,
             fail_fast=fail_fast,
             cancel=self.cancel,
-            sandbox=self._confinement(),
+            sandbox=self._gate_confinement(),
         )
         self.cache.secure(self.worktree)  # the gates ran the agent's code
         # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.

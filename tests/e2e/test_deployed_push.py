@@ -14,7 +14,7 @@ import pytest
 from tests.integration.test_pipeline import git, implement, prd
 from tests.support.github_double import GitHubDouble, github_double
 from tests.support.github_http import APP_LOGIN
-from tests.support.harness import Stack, stack, wait_for
+from tests.support.harness import Stack, sandbox_works, stack, wait_for
 from tests.support.leaks import assert_no_secrets
 from tests.support.scenes import Scene, agent_calls, shop
 
@@ -111,7 +111,7 @@ def test_a_pushed_req_file_opens_a_pr_and_an_edit_updates_the_same_pr(
         set_stories(scene, {"US-001": [revision(1, "violet")], "US-002": [revision(2, "violet")]})
         pushed_by_person(double, running, EDITED_TEXT)
         second_run = wait_for_run(running, double, [first_run])
-        runs = agent_calls(running)
+        runs, logs = agent_calls(running), running.logs()
 
     assert first_commits.splitlines() == [
         "feat: [US-002] - Feature 2",
@@ -120,6 +120,8 @@ def test_a_pushed_req_file_opens_a_pr_and_an_edit_updates_the_same_pr(
     assert first_pull["draft"] is False
     assert f"`{REQ}`" in first_pull["body"]
     assert list(runs) == sorted([first_run, second_run])
+    # The default sandbox confined every agent call and check (where bubblewrap works).
+    assert ("UNCONFINED" in logs) is not sandbox_works()
     assert runs[first_run] == runs[second_run] == ["plan 1", "US-001 1", "US-002 1"]
     # Each run built the text of its own push: the agent was prompted with it.
     assert "amber" in prompts_of(running, first_run)

@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.test_pipeline import git, implement
 from tests.support.github_double import GitHubDouble, github_double
-from tests.support.harness import Stack, stack, wait_for
+from tests.support.harness import Stack, sandbox_works, stack, wait_for
 from tests.support.leaks import assert_no_secrets
 from tests.support.scenes import Scene, all_calls, shop
 
@@ -70,6 +70,7 @@ def test_retry_of_the_failed_story_reruns_only_it_and_marks_the_pr_ready(
         assert double.deliver(running.webhook_url, "issue_comment", command).status_code == 202
         wait_for_progress(running, double, issue, "✅ Done")
         calls = all_calls(running)
+        logs = running.logs()
 
     assert first_calls == ["plan 1", "US-001 1", "US-002 1", "US-002 2", "US-002 3"]
     assert calls == [*first_calls, "US-002 1"]  # US-001 was not run again
@@ -91,4 +92,6 @@ def test_retry_of_the_failed_story_reruns_only_it_and_marks_the_pr_ready(
     checks = [r for r in double.check_runs_of(REPO) if r["head_sha"] == head]
     assert [(r["status"], r["conclusion"]) for r in checks] == [("completed", "success")]
     assert all(r["status"] == "completed" for r in double.check_runs_of(REPO))
+    # The default sandbox confined every agent call and check (where bubblewrap works).
+    assert ("UNCONFINED" in logs) is not sandbox_works()
     assert_no_secrets(double, root)

@@ -29,7 +29,7 @@ from worker.exceptions import (
 from worker.pipeline import Pipeline, Requirement, RunSpec
 from worker.prd import MAX_PRD_BYTES, Prd
 from worker.redact import Redactor
-from worker.reporting import ConsoleReporter, Reporter
+from worker.reporting import ConsoleReporter, Reporter, count_stories
 from worker.run_folder import PRD_JSON
 from worker.run_ids import check_run_id
 from worker.sandbox import (
@@ -166,7 +166,7 @@ def _print_plan(pipeline: Pipeline, requirement: str, *, json_output: bool) -> i
         print(prd_path.read_text(), end="")
         return int(ExitCode.SUCCESS)
     prd = Prd.model_validate_json(prd_path.read_text())
-    print(f"plan for {pipeline.spec.requirement.source}: {len(prd.user_stories)} stories")
+    print(f"plan for {pipeline.spec.requirement.source}: {count_stories(len(prd.user_stories))}")
     for story in sorted(prd.user_stories, key=lambda s: (s.priority, s.id)):
         print(f"{story.id} (priority {story.priority}) {story.title}")
         for criterion in story.acceptance_criteria:

@@ -39,7 +39,7 @@ from worker.prd import Prd, Story, parse_prd
 from worker.prompting import STORY_TEMPLATE, PromptRenderer, load_overrides
 from worker.redact import Redactor
 from worker.repo_config import GatesMode, RepoConfig, read_repo_config
-from worker.reporting import Reporter
+from worker.reporting import Reporter, count_stories
 from worker.resume import (
     check_requirement,
     reconcile,
@@ -470,7 +470,8 @@ class Pipeline:
         cp.stories = [StoryRecord.model_validate(s.model_dump()) for s in prd.user_stories]
         self._write_prd()
         self.folder.append_progress(
-            f"plan: {len(prd.user_stories)} stories " + ", ".join(s.id for s in prd.user_stories)
+            f"plan: {count_stories(len(prd.user_stories))} "
+            + ", ".join(s.id for s in prd.user_stories)
         )
         left = unclaimed(cp.stories, cp.baseline or [])
         if left:

@@ -113,7 +113,7 @@ class ConsoleReporter:
         self._say(f"failed at the {step} step: {message}")
 
     def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
-        self._say(f"plan: {len(stories)} stories")
+        self._say(f"plan: {count_stories(len(stories))}")
         for story in sorted(stories, key=lambda s: (s.priority, s.id)):
             self._say(
                 f"  {STATE_ICONS[story.state]} {story.id} (priority {story.priority}) {story.title}"
@@ -159,6 +159,11 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
+def count_stories(n: int) -> str:
+    """ "1 story", "2 stories": every place that counts stories says it the same way."""
+    return f"{n} story" if n == 1 else f"{n} stories"
+
+
 def story_counts(stories: Sequence[StoryRecord]) -> str:
     """ "3 stories: 2 passed, 1 failed": every state with its count, in one order."""
     total = len(stories)
@@ -167,8 +172,7 @@ def story_counts(stories: Sequence[StoryRecord]) -> str:
         for state in STATE_ORDER
         if (n := sum(1 for s in stories if s.state is state))
     ]
-    noun = "story" if total == 1 else "stories"
-    return f"{total} {noun}: " + (", ".join(counts) if counts else "none planned")
+    return f"{count_stories(total)}: " + (", ".join(counts) if counts else "none planned")
 
 
 def _source(source: str) -> str:

@@ -63,10 +63,27 @@ def test_the_try_it_section_runs_as_written(tmp_path: Path) -> None:
     assert "US-001 (priority 1) Say hello" in outputs["plan"]
     assert "done: 1 story" in outputs["run"]
     assert "req-001-example: finished (done)" in outputs["status"]
-    assert "plan: 1 stories US-001" in outputs["logs"]
+    assert "plan: 1 story US-001" in outputs["logs"]
     branch = subprocess.run(
         ["git", "log", "--format=%s", "reqdrive/req-001-example"],
         cwd=repo, env=env, capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert branch.splitlines()[0] == "feat: [US-001] - Say hello"
     assert (repo / ".reqdrive/runs/req-001-example/pr.md").is_file()
+
+
+def test_the_local_run_example_runs_as_written_and_is_ready_for_review(tmp_path: Path) -> None:
+    # The check is a script, not a command naming hello.txt: a story that changes a file its
+    # check's command names is "needs review" (README, "How a story is judged", 4).
+    block = next(b for b in sh_blocks((ROOT / "README.md").read_text()) if "toy-agent.sh <<" in b)
+    reqdrive = Path(sys.executable).parent / "reqdrive"
+    script = block.replace("REQDRIVE=$PWD/.venv/bin/reqdrive", f"REQDRIVE={reqdrive}").replace(
+        "/tmp/demo", str(tmp_path / "demo")
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REQDRIVE_", "REDIS_"))}
+    done = subprocess.run(
+        ["bash", "-euc", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "done: 1 story: 1 passed;" in done.stdout and "ready for review" in done.stdout
+    assert (tmp_path / "demo/.reqdrive/runs/add-a-hello-txt-that-says-hello/pr.md").is_file()

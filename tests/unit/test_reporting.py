@@ -300,3 +300,14 @@ def test_agent_text_cannot_close_other_issues_or_ping_people() -> None:
     assert closing == ["Closes #12"]  # reqdrive's own, for the triggering issue, and no other
     assert not re.search(r"(?<![\w`])@[A-Za-z0-9]", body)
     assert "Export, c\u200dloses #2" in body  # still readable
+
+
+def test_the_console_counts_one_planned_story_as_one_story() -> None:
+    out = io.StringIO()
+    reporter = ConsoleReporter(out)
+    reporter.plan_ready([story("US-001", StoryState.PENDING)])
+    reporter.plan_ready([story("US-001", StoryState.PENDING), story("US-002", StoryState.PENDING)])
+    assert [line for line in out.getvalue().splitlines() if line.startswith("plan:")] == [
+        "plan: 1 story",
+        "plan: 2 stories",
+    ]

@@ -89,6 +89,11 @@ def test_every_message_the_code_logs_is_in_the_operations_log_tables() -> None:
     assert missing == []
 
 
+def test_each_log_line_has_one_row_in_the_operations_page() -> None:
+    rows = _documented_messages()
+    assert sorted({row for row in rows if rows.count(row) > 1}) == []
+
+
 def test_every_log_line_the_operations_page_names_is_logged_by_that_logger() -> None:
     logged = _logged_messages()
     wrong = []

@@ -49,6 +49,7 @@ JOB_FUNCTIONS = {
     JobKind.HELP: "bot.jobs.reply_help",
     JobKind.CLOSE: "bot.jobs.close_run",
     JobKind.UNINSTALL: "bot.jobs.drop_installation",
+    JobKind.SCAN: "bot.jobs.scan_push",
 }
 # Only runs share their requirement's job id and coalesce: the same label or push twice is
 # one run. A retry, plan or any other command is a person's request: one job per comment, so

@@ -123,6 +123,7 @@ class Payload(BaseModel):
     comment: Comment | None = None
     # push
     ref: Name | None = None
+    before: Sha | None = None
     after: Sha | None = None
     deleted: bool = False
     commits: list[Commit] = Field(default_factory=list)

@@ -37,6 +37,9 @@ WRITES_KEY = "reqdrive:writes:{installation_id}"
 DEFAULT_LIMIT_WAIT_S = 60.0
 MAX_LIMIT_WAIT_S = 15 * 60.0
 MAX_ATTEMPTS = 4
+# The compare API lists at most 300 changed files (PyGithub's Comparison.files says so too);
+# a comparison that reaches it may have left files out.
+COMPARE_FILES_CAP = 300
 # Idempotent methods PyGithub's GithubRetry may repeat on a 5xx by itself. A POST is never in
 # this list: a POST that failed may have created what it asked for, so this module looks for
 # it (by marker or head branch) before it asks again.
@@ -259,6 +262,32 @@ class RepoClient:
             return content.decoded_content.decode("utf-8", errors="replace")
 
         return self.read(get)
+
+    def changed_files(self, base: str, head: str) -> list[tuple[str, str]] | None:
+        """(path, status) of every file `base...head` changed; None when GitHub's comparison
+        stops at its 300 files and so may leave some out."""
+
+        def compare() -> list[tuple[str, str]]:
+            return [(f.filename, f.status) for f in self.repo.compare(base, head).files]
+
+        files = self.read(compare)
+        return None if len(files) >= COMPARE_FILES_CAP else files
+
+    def folder_shas(self, folder: str, ref: str) -> dict[str, str]:
+        """path → blob sha of the files directly in `folder` at `ref`; {} when it is absent."""
+
+        def listing() -> dict[str, str]:
+            try:
+                entries = self.repo.get_contents(folder, ref=ref)
+            except GithubException as error:
+                if error.status == 404:
+                    return {}
+                raise
+            if not isinstance(entries, list):  # a file of that name
+                return {}
+            return {e.path: e.sha for e in entries if e.type == "file"}
+
+        return self.read(listing)
 
     def branch_sha(self, branch: str) -> str:
         return self.read(lambda: self.repo.get_branch(branch).commit.sha)

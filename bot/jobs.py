@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ from rq import get_current_job
 
 from bot.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
 from bot.drive import AlreadyRunning, execute, reset_stories
+from bot.enqueue import Enqueuer
 from bot.github import WRITES_KEY, RepoClient
 from bot.preflight import (
     Refusal,
@@ -22,6 +24,7 @@ from bot.preflight import (
     repo_context,
     run_id_for,
 )
+from bot.push_scan import changed_requirement_files
 from bot.reporter import PROGRESS_MARKER, Progress
 from bot.runs import RunRecord
 from bot.runtime import Runtime, current
@@ -107,6 +110,12 @@ def drop_installation(**arguments: Any) -> dict[str, object]:
     log.info("installation dropped", extra={"installation_id": request.installation_id,
                                             "runs": stopped})  # fmt: skip
     return {"status": "dropped", "tokens": dropped, "runs_stopped": stopped}
+
+
+def scan_push(**arguments: Any) -> dict[str, object]:
+    """A push whose payload may not list every file: ask GitHub which requirement files it
+    changed and queue their runs as intake would have (same job ids, dedupe, coalescing)."""
+    return _job(JobKind.SCAN, arguments, _scan)
 
 
 def resume_run(run_id: str) -> dict[str, object]:
@@ -254,6 +263,23 @@ def _plan(rt: Runtime, client: RepoClient, request: RunRequest) -> dict[str, obj
     record = _record(rt, client, request, ctx, _requirement(client, request, ctx))
     result = execute(rt, client, record, plan_only=True)
     return {"status": "planned" if result else "failed", "run_id": record.run_id}
+
+
+def _scan(rt: Runtime, client: RepoClient, request: RunRequest) -> dict[str, object]:
+    if request.head_sha is None:
+        raise ValueError("a scan job needs the pushed commit")
+    paths = changed_requirement_files(client, request.base_sha, request.head_sha)
+    if not paths:
+        return {"status": "no requirement changed"}
+    runs = [
+        request.model_copy(update={"kind": JobKind.RUN, "requirement": path, "base_sha": None})
+        for path in paths
+    ]
+    # The scan's own delivery id, so GitHub redelivering the push (a new scan) is deduped too.
+    timeout_s = math.ceil(rt.settings.reqdrive_job_timeout_hours * 3600)  # as bot/app.py
+    enqueuer = Enqueuer(rt.conn, rt.settings.reqdrive_queue, timeout_s)
+    accepted = enqueuer.accept(f"{request.delivery_id}:scan", runs)
+    return {"status": "queued", "jobs": [job.id for job in accepted.jobs]}
 
 
 def _cancel(rt: Runtime, client: RepoClient, request: RunRequest) -> dict[str, object]:

@@ -14,6 +14,11 @@ from worker.requests import JobKind, RunRequest
 # requirementsDir is used here; a file directly in it, not in a subfolder.
 REQUIREMENT_PATH_RE = re.compile(r"\Adocs/requirements/REQ-[^/]+\.md\Z")
 BRANCH_REF_PREFIX = "refs/heads/"
+# A push webhook lists at most 2048 commits, and for a commit too large to diff in time GitHub
+# leaves its file lists empty (the push schema says both). Such a payload cannot say which
+# requirement files changed, so a job asks the compare API instead of guessing from it. (The
+# Events API's `size`/`distinct_size` are not in the webhook's payload.)
+PUSH_COMMITS_CAP = 2048
 REQDRIVE_BRANCH_PREFIX = "reqdrive/"  # the branches reqdrive pushes and opens PRs from
 
 
@@ -55,10 +60,22 @@ def push(event: Event, ctx: TriggerContext) -> list[Trigger]:
     # ref with "refs/heads/None"); GitHub always sends it, so such a payload is not GitHub's.
     if not default_branch or p.ref != f"{BRANCH_REF_PREFIX}{default_branch}":
         return []  # other branches and tags (refs/tags/...) never trigger
+    if not push_lists_every_file(event) and p.after:
+        return [_request(event, JobKind.SCAN, requirement=f"PUSH-{p.after}", head_sha=p.after,
+                         base_sha=p.before)]  # fmt: skip
     return [
         _request(event, JobKind.RUN, requirement=path, head_sha=p.after)
         for path in changed_requirement_files(event)
     ]
+
+
+def push_lists_every_file(event: Event) -> bool:
+    """False when the payload may leave changed files out: commits at the cap, or a commit
+    whose file lists GitHub left empty."""
+    commits = event.payload.commits
+    if len(commits) >= PUSH_COMMITS_CAP:
+        return False
+    return all(c.added or c.modified or c.removed for c in commits)
 
 
 def changed_requirement_files(event: Event) -> list[str]:

@@ -18,6 +18,7 @@ class JobKind(StrEnum):
     HELP = "help"
     CLOSE = "close"  # a reqdrive pull request was closed or merged: stop its run
     UNINSTALL = "uninstall"  # the App was uninstalled: drop the installation's tokens and runs
+    SCAN = "scan"  # a push whose payload may not list every file: ask GitHub what changed
 
 
 class RunRequest(BaseModel):
@@ -36,5 +37,6 @@ class RunRequest(BaseModel):
     issue_number: int | None = None  # the issue or pull request the trigger came from
     story_id: str | None = None  # "/reqdrive retry US-003"
     head_sha: str | None = None  # for a push: the commit the requirement file was read at
+    base_sha: str | None = None  # for a scan: the commit the branch was at before the push
     comment_id: int | None = None
     branch: str | None = None  # a closed pull request's head branch

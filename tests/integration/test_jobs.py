@@ -16,8 +16,9 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from bot import runtime
+from bot.enqueue import Enqueuer, job_id_for
 from bot.job_class import ReqdriveJob
-from bot.jobs import run_requirement
+from bot.jobs import run_requirement, scan_push
 from bot.runs import RERUN_KEY, RunRecord, RunRecords
 from bot.settings import load_settings
 from tests.integration.test_pipeline import git, implement, prd, project_factory
@@ -513,3 +514,75 @@ def test_a_job_that_raises_is_retried_by_rq_and_reported_once_on_its_last_attemp
     assert "unexpected error (`GithubException`)" in report["body"]
     assert job.id in report["body"]
     assert scene.project.calls() == []  # nothing ran
+
+
+def scan_request(base: str, head: str, delivery_id: str = "d-scan") -> RunRequest:
+    return RunRequest(
+        kind=JobKind.SCAN,
+        delivery_id=delivery_id,
+        repo=REPO,
+        installation_id=7,
+        sender="alice",
+        requirement=f"PUSH-{head}",
+        head_sha=head,
+        base_sha=base,
+    )
+
+
+def run_for(path: str, head: str, delivery_id: str) -> RunRequest:
+    return RunRequest(
+        kind=JobKind.RUN, delivery_id=delivery_id, repo=REPO, installation_id=7,
+        sender="alice", requirement=path, head_sha=head,
+    )  # fmt: skip
+
+
+def test_a_capped_push_asks_compare_and_queues_its_runs_as_intake_would(scene: Scene) -> None:
+    base, head = "a" * 40, "b" * 40
+    req = "docs/requirements/REQ-{}.md".format
+    scene.gh.comparisons[(REPO, base, head)] = [
+        (req("001-new"), "added"),
+        (req("002-edited"), "modified"),
+        (req("003-gone"), "removed"),
+        ("docs/requirements/drafts/REQ-9.md", "added"),  # not directly in the folder
+        ("src/app.py", "modified"),
+    ]
+    enqueuer = Enqueuer(scene.conn, QUEUE, 3600)
+    # REQ-002 already waits for its run (an earlier push): the scan joins it.
+    [earlier] = enqueuer.accept(
+        "d-earlier", [run_for(req("002-edited"), "c" * 40, "d-earlier")]
+    ).jobs
+
+    result = scan_push(**scan_request(base, head).model_dump(mode="json"))
+
+    wanted = [job_id_for(run_for(req(n), head, "d-scan")) for n in ("001-new", "002-edited")]
+    assert result == {"status": "queued", "jobs": wanted}
+    assert wanted[1] == earlier.id
+    assert scene.queue.get_job_ids() == [earlier.id, wanted[0]]  # one job per requirement
+    coalesced = scene.queue.fetch_job(earlier.id)
+    assert coalesced is not None and coalesced.kwargs["head_sha"] == head  # the newest text
+    [compare] = [c for c in scene.gh.calls if "/compare/" in c.path]
+    assert compare.path.endswith(f"/compare/{base}...{head}")
+    # GitHub redelivering the push: the same scan, nothing queued twice.
+    scan_push(**scan_request(base, head).model_dump(mode="json"))
+    assert scene.queue.get_job_ids() == [earlier.id, wanted[0]]
+
+
+def test_a_comparison_at_its_300_file_cap_falls_back_to_the_requirements_folder(
+    scene: Scene,
+) -> None:
+    base, head = "a" * 40, "b" * 40
+    folder = "docs/requirements"
+    scene.gh.comparisons[(REPO, base, head)] = [(f"src/f{n}.py", "added") for n in range(300)]
+    for ref, texts in (
+        (base, {"REQ-001-a": "old", "REQ-002-same": "same", "REQ-003-gone": "x"}),
+        (head, {"REQ-001-a": "new", "REQ-002-same": "same", "REQ-004-added": "y"}),
+    ):
+        for name, text in texts.items():
+            scene.gh.set_file(REPO, ref, f"{folder}/{name}.md", text)
+
+    result = scan_push(**scan_request(base, head).model_dump(mode="json"))
+
+    paths = [f"{folder}/REQ-001-a.md", f"{folder}/REQ-004-added.md"]  # changed or new at head
+    assert result["jobs"] == [job_id_for(run_for(p, head, "d-scan")) for p in paths]
+    listings = [c for c in scene.gh.calls if c.path.endswith(f"/contents/{folder}")]
+    assert sorted(c.query["ref"][0] for c in listings) == [base, head]

@@ -9,6 +9,7 @@ against GitHub's OpenAPI description when the test ends.
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import json
 import re
@@ -93,6 +94,8 @@ class FakeGitHub:
         self.commit_comments: list[dict[str, Any]] = []
         self.tokens: list[dict[str, Any]] = []
         self.branch_heads: dict[tuple[str, str], str] = {}
+        # (repo, base, head) → [(path, status)] that the compare API answers
+        self.comparisons: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.numbers = itertools.count(1)
@@ -290,6 +293,14 @@ def _permission(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
 def _contents(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     ref = q.get("ref", ["main"])[0]
     text = gh.file_at(m["repo"], ref, m["path"])
+    folder = m["path"].rstrip("/") + "/"
+    listed = [
+        (path, text) for (repo, at, path), text in sorted(gh.files.items())
+        if repo == m["repo"] and at == ref and path.startswith(folder)
+        and "/" not in path[len(folder):]
+    ]  # fmt: skip
+    if text is None and listed:  # a folder: its files, each with its blob's sha
+        return [_content_entry(gh, m["repo"], path, text) for path, text in listed]
     if text is None:
         return 404, {"message": "Not Found"}
     return {
@@ -302,6 +313,33 @@ def _contents(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
         "url": f"{gh.api}/repos/{m['repo']}/contents",
         "content": base64.b64encode(text.encode()).decode(),
     }
+
+
+def _content_entry(gh: FakeGitHub, repo: str, path: str, text: str) -> dict[str, Any]:
+    sha = hashlib.sha1(f"blob {len(text.encode())}\0{text}".encode()).hexdigest()  # noqa: S324
+    url = f"{gh.api}/repos/{repo}/contents/{path}"
+    return {
+        "type": "file", "size": len(text.encode()), "name": path.rsplit("/", 1)[-1],
+        "path": path, "sha": sha, "url": url, "git_url": None, "html_url": None,
+        "download_url": None, "_links": {"self": url, "git": None, "html": None},
+    }  # fmt: skip
+
+
+@_route("GET", REPO + r"/compare/(?P<base>[^.]+)\.\.\.(?P<head>.+)")
+def _compare(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
+    files = gh.comparisons.get((m["repo"], m["base"], m["head"]))
+    if files is None:
+        return 404, {"message": "Not Found"}
+    return {
+        "url": "", "html_url": "", "permalink_url": "", "diff_url": "", "patch_url": "",
+        "base_commit": {}, "merge_base_commit": {}, "status": "ahead", "ahead_by": 1,
+        "behind_by": 0, "total_commits": 1, "commits": [],
+        "files": [
+            {"sha": "0" * 40, "filename": path, "status": status, "additions": 1,
+             "deletions": 0, "changes": 1, "blob_url": "", "raw_url": "", "contents_url": ""}
+            for path, status in files
+        ][:300],  # GitHub's own cap
+    }  # fmt: skip
 
 
 @_route("GET", REPO + r"/issues/(?P<n>\d+)")

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bot.events import Event, Payload
-from bot.triggers import TriggerContext, triggers_for
+from bot.triggers import PUSH_COMMITS_CAP, TriggerContext, triggers_for
 from tests.support import webhooks
 from worker.requests import JobKind, RunRequest
 
@@ -107,6 +107,27 @@ def test_the_apps_own_pushes_do_not_run_but_other_bots_do() -> None:
     assert triggers("push", theirs)
     # Without a configured slug reqdrive cannot tell its own pushes apart: no Bot push runs.
     assert not triggers("push", theirs, TriggerContext(app_slug=None))
+
+
+def test_a_push_at_the_webhooks_commit_cap_asks_github_instead_of_guessing() -> None:
+    commits: list[tuple[list[str], list[str], list[str]]] = [
+        ([f"src/f{n}.py"], [], []) for n in range(PUSH_COMMITS_CAP)
+    ]
+    body = webhooks.push_of(commits)
+    payload = Payload.model_validate_json(body)
+    [request] = triggers("push", body)
+    assert request.kind is JobKind.SCAN
+    assert (request.head_sha, request.base_sha) == (payload.after, payload.before)
+    assert request.requirement == f"PUSH-{payload.after}"
+    # One commit fewer lists every file: the payload is believed.
+    assert triggers("push", webhooks.push_of([([REQ], [], []), *commits[2:]]))[0].kind is (
+        JobKind.RUN
+    )
+
+
+def test_a_commit_github_left_without_file_lists_makes_the_push_a_scan() -> None:
+    [request] = triggers("push", webhooks.push_of([([REQ], [], []), ([], [], [])]))
+    assert request.kind is JobKind.SCAN  # the empty commit may have changed REQ files too
 
 
 # issue_comment

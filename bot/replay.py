@@ -57,7 +57,11 @@ def replay_file(event: str, payload: str, *, url: str, delivery_id: str | None, 
         answer = post_delivery(url, event, body, secret, delivery_id or str(uuid.uuid4()))
     except (urllib.error.URLError, OSError) as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        print(f"reqdrive replay: cannot reach {url}: {reason}", file=sys.stderr)
+        print(
+            f"reqdrive replay: cannot reach {url}: {reason}; is `reqdrive up` (or serve) running "
+            "there? --url names another server",
+            file=sys.stderr,
+        )
         return 1
     print(answer.status)
     if answer.body:

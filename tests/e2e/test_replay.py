@@ -123,7 +123,9 @@ def test_replay_to_nothing_listening_fails_clearly() -> None:
     with closed_port() as port:
         result = _replay(f"http://127.0.0.1:{port}/webhook")
     assert result.returncode == 1
-    assert "cannot reach" in result.stderr
+    assert (
+        "cannot reach" in result.stderr and "is `reqdrive up` (or serve) running" in result.stderr
+    )
 
 
 class _Recorder(BaseHTTPRequestHandler):

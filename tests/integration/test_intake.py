@@ -20,6 +20,7 @@ from bot.app import create_app
 from bot.bodies import MAX_BODY_BYTES
 from bot.metrics import METRICS_KEY
 from bot.settings import Settings, load_settings
+from bot.triggers import PUSH_COMMITS_CAP
 from tests.support import webhooks
 from tests.support.ports import closed_port
 from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
@@ -252,6 +253,21 @@ def test_a_push_queues_one_run_per_requirement_file(client: FlaskClient) -> None
     status, answer = post(client, "push", webhooks.push_of([(files, [], []), ([], files, [])]))
     assert status == 202
     assert len(set(answer["job_ids"])) == 2
+
+
+def test_a_push_at_the_commit_cap_queues_one_scan_not_a_guess(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    # The last 2048 commits touch no REQ file; commits beyond the cap might have.
+    commits: list[tuple[list[str], list[str], list[str]]] = [
+        ([f"src/f{n}.py"], [], []) for n in range(PUSH_COMMITS_CAP)
+    ]
+    status, answer = post(client, "push", webhooks.push_of(commits))
+    assert status == 202
+    [job] = queue(redis_conn).get_jobs()
+    assert answer["job_ids"] == [job.id]
+    assert job.func_name == "bot.jobs.scan_push"
+    assert job.kwargs["kind"] == "scan" and job.kwargs["base_sha"] and job.kwargs["head_sha"]
 
 
 def test_the_apps_own_push_queues_nothing(client: FlaskClient) -> None:

@@ -53,3 +53,23 @@ def test_fifos_odd_names_and_links_out_neither_hang_nor_leak(
     # The link went in as a link (its target's name), never as the key it names.
     assert git(project.remote, "show", "reqdrive/req-001-demo:leak.pem") == str(key)
     assert SECRET not in git(project.remote, "log", "-p", "reqdrive/req-001-demo")
+
+
+def test_control_characters_in_a_name_the_agent_chose_never_reach_the_pr_body(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    """A reverted write is listed by its name: an escape there would set the title of (OSC 0)
+    or write the clipboard of (OSC 52) the terminal that shows `pr.md`, and garble the PR."""
+    project = make_project()
+    name = ".github/workflows/a\\033]0;owned\\007\\033[2J\\001.yml"
+    attack = f"mkdir -p .github/workflows && printf x > \"$(printf '{name}')\""
+    data = {
+        "plan": [{"prd": prd(1)}],
+        "stories": {"US-001": [{**implement(1), "run": ["sh", "-ec", attack]}]},
+    }
+    result = run(project, agent_io, sandbox, data)
+
+    assert result.stories[0].attempts[0].forbidden_writes  # the name was there to show
+    body = (project.run_dir() / "pr.md").read_text()
+    assert not [c for c in body if ord(c) < 32 and c != "\n" or 127 <= ord(c) < 160]
+    assert "a\\x1b]0;owned\\x07\\x1b[2J\\x01.yml" in body  # shown, escaped

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from typing import Protocol, TextIO
@@ -34,6 +35,9 @@ STATE_ORDER = (
     StoryState.FAILED,
     StoryState.PENDING,
 )
+
+# C0 controls (tab and newline included: a line or cell is one line), DEL and C1 controls.
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class Reporter(Protocol):
@@ -391,6 +395,9 @@ def _inline(text: str) -> str:
     # Agent- and user-written text must not close our HTML comment marker or fake a new one,
     # close other issues on merge or ping people.
     text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").replace("\n", " ")
+    # Nor carry control characters (a file name may hold any): shown escaped, an escape
+    # sequence cannot retitle or write the clipboard of the terminal that shows `pr.md`.
+    text = CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     return neutralize(text).strip()
 
 

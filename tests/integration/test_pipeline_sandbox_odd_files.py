@@ -71,5 +71,5 @@ def test_control_characters_in_a_name_the_agent_chose_never_reach_the_pr_body(
 
     assert result.stories[0].attempts[0].forbidden_writes  # the name was there to show
     body = (project.run_dir() / "pr.md").read_text()
-    assert not [c for c in body if ord(c) < 32 and c != "\n" or 127 <= ord(c) < 160]
+    assert not [c for c in body if (ord(c) < 32 and c != "\n") or 127 <= ord(c) < 160]
     assert "a\\x1b]0;owned\\x07\\x1b[2J\\x01.yml" in body  # shown, escaped

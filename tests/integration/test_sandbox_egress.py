@@ -247,3 +247,78 @@ def test_behind_the_relay_the_agents_exit_and_timeout_are_its_own(
     )
     assert outcome.exit_code == exit_code
     assert outcome.timed_out is (exit_code is None)
+
+
+# Other spellings of a refused target, and a second request hidden behind an allowed one.
+EVASIONS = r"""
+import json, os, socket, sys
+
+api_port, other_port = sys.argv[1], sys.argv[2]
+proxy = ("127.0.0.1", int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1]))
+
+def send(raw):
+    with socket.create_connection(proxy, timeout=10) as sock:
+        sock.sendall(raw.encode())
+        data = b""
+        while chunk := sock.recv(4096):
+            data += chunk
+    return data.decode(errors="replace").splitlines()[0] if data else "closed"
+
+tries = {
+    f"CONNECT {target}:{other_port}": f"CONNECT {target}:{other_port} HTTP/1.1\r\n\r\n"
+    for target in ("[::1]", "0x7f.1", "2130706433", "127.1", "localhost", "127.0.0.1.")
+}
+tries["userinfo"] = (
+    f"GET http://127.0.0.1:{api_port}@127.0.0.1:{other_port}/x HTTP/1.1\r\nHost: a\r\n\r\n"
+)
+tries["fragment"] = (
+    f"GET http://127.0.0.1:{other_port}#@127.0.0.1:{api_port}/ HTTP/1.1\r\nHost: a\r\n\r\n"
+)
+tries["pipelined"] = (
+    f"GET http://127.0.0.1:{api_port}/first HTTP/1.1\r\nHost: a\r\n\r\n"
+    f"GET http://127.0.0.1:{other_port}/smuggled HTTP/1.1\r\nHost: b\r\n\r\n"
+)
+tries["smuggled in a body"] = (
+    f"POST http://127.0.0.1:{api_port}/second HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n"
+    f"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    f"CONNECT 127.0.0.1:{other_port} HTTP/1.1\r\n\r\n"
+)
+for name, raw in tries.items():
+    try:
+        got = send(raw)
+    except OSError as error:
+        got = f"{type(error).__name__}: {error}"
+    print(json.dumps({"try": name, "got": got}), flush=True)
+"""
+
+
+def test_no_spelling_or_smuggled_request_reaches_a_refused_host(
+    tmp_path: Path, limited: Sandbox
+) -> None:
+    """IPv6, hex, decimal and short forms of loopback, a trailing dot, userinfo and fragment
+    tricks in an absolute URL, a second request pipelined or hidden in a body: the refused
+    server on the worker's loopback is never asked anything."""
+    from worker.processes import run_process
+
+    script = tmp_path / "evasions.py"
+    script.write_text(EVASIONS)
+    with http_server("api") as api, http_server("other") as other:
+        api_port, other_port = (urlsplit(s.url).port for s in (api, other))
+        outcome = run_process(
+            ["/usr/bin/python3", str(script), str(api_port), str(other_port)],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout_s=60,
+            log_path=tmp_path / "agent.log",
+            redactor=Redactor(),
+            sandbox=limited.allowing([api.url]).bind(readonly=[script]),
+        )
+    got = results(tmp_path / "agent.log")
+    assert outcome.exit_code == 0, outcome.output_tail
+    assert other.paths == []
+    assert len(got) == 10
+    for name, answer in got.items():
+        if name.startswith("CONNECT") or name in ("userinfo", "fragment"):
+            assert answer.startswith("HTTP/1.1 403"), (name, answer)
+    # What followed an allowed request went to the allowed server, nowhere else.
+    assert "/first" in api.paths

@@ -253,9 +253,9 @@ def run_gate(
     # In a sandbox the run folder is out of reach: the report goes to the gate's own TMPDIR.
     written = junit_path if sandbox is None else Path(gate_env["TMPDIR"]) / junit_path.name
     written.unlink(missing_ok=True)
-    report = cwd / spec.junit if isinstance(spec.junit, str) else None
-    if report is not None:
-        if report.is_symlink() or report.is_file():
+    if isinstance(spec.junit, str):
+        report = _inside(cwd, spec.junit)
+        if report is not None and (report.is_symlink() or report.is_file()):
             report.unlink()
     else:
         report = None if sandbox is None else written
@@ -273,6 +273,9 @@ def run_gate(
         sandbox=sandbox,
     )
     output = process.output_tail
+    # Looked at again: the gate ran the agent's code, which may have made a folder a link.
+    if isinstance(spec.junit, str) and _inside(cwd, spec.junit) is None:
+        report = None
     if report is not None and report.is_file() and not report.is_symlink():
         shutil.copyfile(report, junit_path)  # kept in the run folder; the worktree is reset
     # The XML holds test ids and failure output: redacted on disk before it is read.
@@ -292,6 +295,17 @@ def run_gate(
         failures=failures,
         failure_sites=sites,
     )
+
+
+def _inside(cwd: Path, name: str) -> Path | None:
+    """The worktree's file `name`, or None when a folder on the way is a link leading out of
+    the worktree: the worker would delete, then read, a file of its own machine there."""
+    path = cwd / name
+    try:
+        inside = path.parent.resolve().is_relative_to(cwd.resolve())
+    except OSError:  # a loop of links
+        return None
+    return path if inside else None
 
 
 class JUnitReport(NamedTuple):

@@ -322,3 +322,47 @@ def test_no_spelling_or_smuggled_request_reaches_a_refused_host(
             assert answer.startswith("HTTP/1.1 403"), (name, answer)
     # What followed an allowed request went to the allowed server, nowhere else.
     assert "/first" in api.paths
+
+
+def test_a_refused_target_with_terminal_escapes_reaches_the_workers_text_log_escaped(
+    tmp_path: Path, limited: Sandbox
+) -> None:
+    """The worker's log names each refused target; in a terminal (the text format) an escape
+    sequence the agent put in the target would retitle it or write its clipboard (OSC 52)."""
+    import io
+    import logging
+
+    from bot.logs import TextFormatter
+    from worker.processes import run_process
+
+    script = tmp_path / "escapes.py"
+    script.write_text(
+        "import os, socket\n"
+        "port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])\n"
+        "for target in ('\\x1b]52;c;b3duZWQ=\\x07:443', 'a\\x1b[2J\\x9b:443'):\n"
+        "    with socket.create_connection(('127.0.0.1', port), timeout=10) as sock:\n"
+        "        sock.sendall(f'CONNECT {target} HTTP/1.1\\r\\n\\r\\n'.encode('latin-1'))\n"
+        "        print(sock.recv(4096).decode('latin-1').splitlines()[0], flush=True)\n"
+    )
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(TextFormatter(Redactor()))
+    logger = logging.getLogger("worker.egress")
+    logger.addHandler(handler)
+    try:
+        outcome = run_process(
+            ["/usr/bin/python3", str(script)],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout_s=60,
+            log_path=tmp_path / "agent.log",
+            redactor=Redactor(),
+            sandbox=limited.allowing(["https://api.anthropic.com"]).bind(readonly=[script]),
+        )
+    finally:
+        logger.removeHandler(handler)
+    assert outcome.exit_code == 0, outcome.output_tail
+    lines = [line for line in buffer.getvalue().splitlines() if "egress refused" in line]
+    assert len(lines) == 2, buffer.getvalue()
+    assert not [c for c in buffer.getvalue() if c in "\x1b\x07\x9b"]
+    assert "\\u001b]52;c;b3duZWQ=\\u0007:443" in lines[0]

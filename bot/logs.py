@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -26,6 +27,9 @@ from worker.redact import Redactor
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 # Ids first in text lines, so a reader's eye finds them in the same place.
 _ID_FIELDS = ("delivery_id", "job_id", "run_id", "story_id")
+# C0 and C1 controls and DEL: a field may hold what an agent chose (a refused egress target);
+# raw in a terminal, an escape sequence could retitle it or write its clipboard (OSC 52).
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class JobContext(logging.Filter):
@@ -156,4 +160,5 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 def _text(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return json.dumps(text) if not text or " " in text or '"' in text else text
+    quote = not text or " " in text or '"' in text or _CONTROL_RE.search(text)
+    return json.dumps(text) if quote else text  # json.dumps escapes every control character

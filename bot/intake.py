@@ -64,6 +64,15 @@ MALFORMED = Answer(400, {"error": "event/delivery headers missing or body not a 
 PONG = Answer(200, {"ping": "ok"})
 IGNORED = Answer(204)
 QUEUE_DOWN = Answer(503, {"error": "queue unavailable; redeliver later"})
+# A repository or organization webhook pointed at reqdrive sends no installation, and a job
+# can get no token without one: refused here, with what to do, rather than failing in a worker.
+NO_INSTALLATION = Answer(
+    422,
+    {
+        "error": "this delivery names no installation: reqdrive acts only on deliveries GitHub "
+        "sends to the App; install the App on the repository instead of adding a webhook"
+    },
+)
 POST_ONLY = Answer(405, {"error": "deliveries are POSTed"})  # someone opened the URL
 # Bodies not yet verified are read with a deadline and within a byte budget (bot/bodies.py).
 BUSY = Answer(503, {"error": "too many unverified bodies in flight; redeliver later"})
@@ -107,6 +116,9 @@ class Intake:
         triggers = triggers_for(event, self._ctx)
         if not triggers:
             return IGNORED
+        if event.payload.installation is None:
+            log.info("delivery without installation", extra={"delivery_id": event.delivery_id})
+            return NO_INSTALLATION
         dropped = max(0, len(triggers) - MAX_JOBS_PER_DELIVERY)
         try:
             accepted = self._enqueuer.accept(event.delivery_id, triggers[:MAX_JOBS_PER_DELIVERY])

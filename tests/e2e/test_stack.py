@@ -26,13 +26,15 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
 from tests.support.ports import closed_port, free_port
-from tests.support.webhooks import EXAMPLES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REQDRIVE = str(Path(sys.executable).parent / "reqdrive")
-LABELED = EXAMPLES / "issues" / "labeled.payload.json"
-LABELED_NAME = "bug"  # the label that example adds; made the trigger label below
+# The shipped sample (GitHub's example as an App receives it, with its installation).
+LABELED = (
+    Path(__file__).resolve().parents[2] / "examples" / "deliveries" / "issues-labeled-reqdrive.json"
+)
+LABELED_NAME = "reqdrive"  # the label that sample adds; the trigger label below
 SECRET = "e2e-stack-secret"
 # Generous bounds so a busy machine only slows a test down; none of them is asserted on.
 START_TIMEOUT_S = 90.0

@@ -73,7 +73,7 @@ def read_status(sock: socket.socket) -> tuple[int, bytes]:
 
 
 def delivery(port: int) -> int:
-    body = webhooks.example_bytes("issues", "labeled.payload.json").replace(b'"bug"', b'"reqdrive"')
+    body = webhooks.labeled("reqdrive")
     headers = webhooks.headers("issues", body, delivery_id=str(uuid.uuid4()))
     lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     head = f"POST /webhook HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n{lines}\r\n"

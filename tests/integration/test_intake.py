@@ -446,3 +446,18 @@ def test_a_push_editing_a_running_requirement_says_it_runs_again_after(
                               "rerun": "after the running job ends"}]  # fmt: skip
     stored = json.loads(redis_conn.get(f"reqdrive:rerun:{job_id}") or b"{}")
     assert stored["requirement"] == "docs/requirements/REQ-001-a.md"
+
+
+def test_a_trigger_sent_by_a_repository_webhook_without_an_installation_is_refused_422(
+    client: FlaskClient, redis_conn: redis.Redis
+) -> None:
+    # GitHub's labeled example as a repository webhook sends it: no `installation` key.
+    body = webhooks.example_bytes("issues", "labeled.payload.json").replace(
+        b'"name": "bug"', b'"name": "reqdrive"'
+    )
+    assert b'"installation"' not in body and b'"name": "reqdrive"' in body
+    status, answer = post(client, "issues", body)
+    assert status == 422
+    assert "install the App" in answer["error"]
+    assert queue(redis_conn).count == 0
+    assert set(redis_conn.keys()) <= {METRICS_KEY.encode()}  # not even the delivery recorded

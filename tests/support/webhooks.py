@@ -78,10 +78,15 @@ def headers(
 
 # Common variants, built from real examples.
 
+# What GitHub adds to every delivery it sends to an App (octokit's example of it); reqdrive
+# refuses triggers without it (bot/intake.py NO_INSTALLATION).
+INSTALLATION = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
+
 
 def labeled(label: str = "reqdrive", number: int | None = None) -> bytes:
     def change(p: dict[str, Any]) -> None:
         p["label"]["name"] = label
+        p.setdefault("installation", dict(INSTALLATION))
         if number is not None:
             p["issue"]["number"] = number
 
@@ -123,6 +128,7 @@ def comment(
 
     def change(p: dict[str, Any]) -> None:
         p["comment"]["body"] = body
+        p.setdefault("installation", dict(INSTALLATION))
         p["comment"]["user"]["login"], p["comment"]["user"]["type"] = user
         if on_pull_request:
             # No example of octokit's comments on a PR; GitHub marks such an "issue" like this.

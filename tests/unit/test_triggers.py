@@ -32,6 +32,7 @@ def test_the_trigger_label_on_an_issue_runs_the_issue() -> None:
         kind=JobKind.RUN,
         delivery_id="d-1",
         repo="Codertocat/Hello-World",
+        installation_id=1,
         sender="Codertocat",
         requirement="ISSUE-42",
         issue_number=42,

@@ -15,10 +15,10 @@ from rq import get_current_job
 from bot.auth import RUN_PERMISSIONS
 from bot.github import RepoClient
 from bot.metrics import MeteredReporter, record_run
-from bot.reporter import GitHubReporter, Outcome
+from bot.reporter import GitHubReporter
 from bot.runs import RunRecord
 from bot.runtime import Runtime
-from worker.exceptions import RepoConfigError, RunLockHeld
+from worker.exceptions import RunLockHeld
 from worker.pipeline import Pipeline, Requirement, RunSpec
 from worker.run_lock import RedisRunLock, run_lock_key
 from worker.sandbox import api_hosts, readonly_paths, sandbox_for
@@ -150,10 +150,10 @@ def execute(
             if "pipeline" not in locals():  # a pipeline reports (and counts) its own failure
                 record_run(rt.conn, "failed")
             step = getattr(pipeline, "step", "start") if "pipeline" in locals() else "start"
-            conclusion = Outcome.ACTION_REQUIRED if isinstance(error, RepoConfigError) else (
-                Outcome.FAILURE)  # fmt: skip
+            # The reporter picks the conclusion from the error's type: a config error is
+            # action_required, rq's JobTimeoutException (the job's timeout) timed_out.
             reporter.run_failed(str(step), str(error) or type(error).__name__,
-                                conclusion=conclusion)  # fmt: skip
+                                error_type=type(error).__name__)  # fmt: skip
             return None
         finally:
             monitor.stopping.set()

@@ -14,6 +14,7 @@ import redis
 from rq import Queue, Retry, SimpleWorker
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
+from rq.timeouts import JobTimeoutException
 
 from bot import runtime
 from bot.enqueue import Enqueuer, job_id_for
@@ -23,6 +24,7 @@ from bot.runs import RERUN_KEY, RunRecord, RunRecords
 from bot.settings import load_settings
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_http import API, FakeGitHub, private_key_pem
+from worker.pipeline import Pipeline
 from worker.requests import JobKind, RunRequest
 from worker.state import RedisCheckpointStore, StoryState
 
@@ -586,3 +588,25 @@ def test_a_comparison_at_its_300_file_cap_falls_back_to_the_requirements_folder(
     assert result["jobs"] == [job_id_for(run_for(p, head, "d-scan")) for p in paths]
     listings = [c for c in scene.gh.calls if c.path.endswith(f"/contents/{folder}")]
     assert sorted(c.query["ref"][0] for c in listings) == [base, head]
+
+
+def test_a_run_stopped_at_its_job_timeout_ends_timed_out_and_is_not_retried(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build.")
+
+    def times_out(self: object) -> None:
+        # What rq's death penalty raises in the work horse when REQDRIVE_JOB_TIMEOUT_HOURS ends.
+        raise JobTimeoutException("Task exceeded maximum timeout value (21600 seconds)")
+
+    monkeypatch.setattr(Pipeline, "_run", times_out)
+    job_id = scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
+    scene.work()
+
+    [check] = gh.check_runs_of(REPO)
+    assert (check["status"], check["conclusion"]) == ("completed", "timed_out")
+    [comment] = progress_comments(gh, issue)
+    assert "Stopped" in comment["body"] and "timeout" in comment["body"]
+    job = Job.fetch(job_id, connection=scene.conn, serializer=JSONSerializer)
+    assert job.get_status() == JobStatus.FINISHED  # ended and reported, not left to rq's retry

@@ -284,7 +284,8 @@ def requirement_text(size: int) -> str:
 
 
 def build_payload() -> Payload:
-    """GitHub's `issues.labeled` example, labelled `reqdrive`, body padded to ~18 KB.
+    """GitHub's `issues.labeled` example as an App receives it, labelled `reqdrive`, body
+    padded to ~18 KB.
 
     The issue moves to the end of the object with `number` as its last key, so a bench
     client can vary the number by rewriting the last few bytes only.
@@ -296,6 +297,9 @@ def build_payload() -> Payload:
     issue["labels"] = [*issue.get("labels", []), label]
     payload = {k: v for k, v in example.items() if k != "issue"}
     payload["label"] = label
+    # GitHub adds the installation to every delivery it sends to an App (intake refuses a
+    # trigger without one); octokit's example of it.
+    payload["installation"] = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
 
     def render(body: str) -> bytes:
         issue["body"] = body

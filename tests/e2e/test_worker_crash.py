@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from rq.registry import FailedJobRegistry
 from rq.serializers import JSONSerializer
 
 from bot.enqueue import RUN_RETRY
-from tests.integration.test_pipeline import git, implement, prd, project_factory
+from tests.integration.test_pipeline import Project, git, implement, prd, project_factory
 from tests.support.github_http import FakeGitHub, private_key_pem, served_fake_github
 from worker.requests import JobKind, RunRequest
 
@@ -74,10 +75,18 @@ def wait_for(check: Any, timeout_s: float, what: str) -> float:
     raise AssertionError(f"not within {timeout_s:g}s: {what}")
 
 
-def test_a_killed_workers_run_is_resumed_by_another_worker_within_two_minutes(
-    tmp_path: Path, served: FakeGitHub, redis_conn: redis.Redis, redis_url: str
-) -> None:
-    gh = served
+@dataclass
+class CrashScene:
+    """A repository with an issue on the fake GitHub, a two-story scenario whose US-002 hangs
+    on its first call (until its worker dies), and the workers' documented environment."""
+
+    project: Project
+    issue: int
+    env: dict[str, str]
+    request: RunRequest
+
+
+def crash_scene(tmp_path: Path, gh: FakeGitHub, redis_url: str, **env: str) -> CrashScene:
     project = project_factory(tmp_path)(config={"agent": {"runner": "command", "timeout": 600}})
     source = tmp_path / "source"
     gh.add_repo(REPO, str(project.remote))
@@ -97,7 +106,7 @@ def test_a_killed_workers_run_is_resumed_by_another_worker_within_two_minutes(
             },
         }
     )
-    env = {
+    worker_env = {
         **os.environ,
         "GITHUB_WEBHOOK_SECRET": "test-secret",
         "GITHUB_APP_ID": "42",
@@ -109,9 +118,10 @@ def test_a_killed_workers_run_is_resumed_by_another_worker_within_two_minutes(
         "REQDRIVE_AGENT_COMMAND": project.agent_command(scenario),
         "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
         "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
-        # The scripted agent lives in this checkout and reads a scenario from tmp_path; this
-        # test is about recovery (containment is tests/integration/test_pipeline_sandbox.py).
+        # The scripted agent lives in this checkout and reads a scenario from tmp_path; these
+        # tests are about recovery (containment is tests/integration/test_pipeline_sandbox.py).
         "REQDRIVE_SANDBOX": "off",
+        **env,
     }
     request = RunRequest(
         kind=JobKind.RUN,
@@ -122,9 +132,18 @@ def test_a_killed_workers_run_is_resumed_by_another_worker_within_two_minutes(
         requirement=f"ISSUE-{issue}",
         issue_number=issue,
     )
+    return CrashScene(project, issue, worker_env, request)
+
+
+def test_a_killed_workers_run_is_resumed_by_another_worker_within_two_minutes(
+    tmp_path: Path, served: FakeGitHub, redis_conn: redis.Redis, redis_url: str
+) -> None:
+    gh = served
+    scene = crash_scene(tmp_path, gh, redis_url)
+    project, issue, env = scene.project, scene.issue, scene.env
     queue = Queue(QUEUE, connection=redis_conn, serializer=JSONSerializer)
     queue.enqueue(
-        "bot.jobs.run_requirement", kwargs=request.model_dump(mode="json"), job_timeout=3600
+        "bot.jobs.run_requirement", kwargs=scene.request.model_dump(mode="json"), job_timeout=3600
     )
     first = start_worker(env, tmp_path / "worker-1.log")
     second: subprocess.Popen[bytes] | None = None
@@ -171,50 +190,16 @@ def test_rqs_retry_of_a_killed_run_leaves_it_to_the_sweeper_one_resume_no_reply(
     tmp_path: Path, served: FakeGitHub, redis_conn: redis.Redis, redis_url: str
 ) -> None:
     gh = served
-    project = project_factory(tmp_path)(config={"agent": {"runner": "command", "timeout": 600}})
-    source = tmp_path / "source"
-    gh.add_repo(REPO, str(project.remote))
-    gh.branch_heads[(REPO, "main")] = git(project.remote, "rev-parse", "main")
-    gh.set_file(REPO, "main", ".github/reqdrive.yml", (source / ".github/reqdrive.yml").read_text())
-    gh.set_role(REPO, "alice", "write")
-    issue = gh.add_issue(REPO, "Features", "Build features one and two.")
-    once = tmp_path / "slept"
-    scenario = project.scenario(
-        {
-            "plan": [{"prd": prd(2)}],
-            "stories": {
-                "US-001": [implement(1)],
-                "US-002": [{**implement(2), "sleep_once": 600, "once_file": str(once)}],
-            },
-        }
-    )
-    env = {
-        **os.environ,
-        "GITHUB_WEBHOOK_SECRET": "test-secret",
-        "GITHUB_APP_ID": "42",
-        "GITHUB_PRIVATE_KEY": private_key_pem(),
-        "GITHUB_API_URL": gh.api,
-        "REDIS_URL": redis_url,
-        "REQDRIVE_QUEUE": QUEUE,
-        "REQDRIVE_WORK_DIR": str(project.work_dir),
-        "REQDRIVE_AGENT_COMMAND": project.agent_command(scenario),
-        "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
-        "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
-        "REQDRIVE_SANDBOX": "off",
+    scene = crash_scene(
+        tmp_path,
+        gh,
+        redis_url,
         # The dead horse's heartbeat and lock outlive RQ's retry below by seconds, as the
         # defaults (45 s) outlive RUN_RETRY's first minute when the horse dies within one.
-        "REQDRIVE_HEARTBEAT_TTL_S": "6",
-        "REQDRIVE_RECOVERY_SWEEP_S": "2",
-    }
-    request = RunRequest(
-        kind=JobKind.RUN,
-        delivery_id="d-1",
-        repo=REPO,
-        installation_id=7,
-        sender="alice",
-        requirement=f"ISSUE-{issue}",
-        issue_number=issue,
+        REQDRIVE_HEARTBEAT_TTL_S="6",
+        REQDRIVE_RECOVERY_SWEEP_S="2",
     )
+    project, issue, env, request = scene.project, scene.issue, scene.env, scene.request
     queue = Queue(QUEUE, connection=redis_conn, serializer=JSONSerializer)
     # RUN_RETRY's attempts, with a 1 s pause instead of its minute.
     job = queue.enqueue(

@@ -23,8 +23,15 @@ from tests.e2e.test_claude_runner import (
     story_call,
     story_repo,  # noqa: F401
 )
-from tests.support.fake_anthropic import ToolCall, fake_anthropic, say, tool_result_text, use
-from worker.agents.base import AgentSettings
+from tests.support.fake_anthropic import (
+    ToolCall,
+    Turn,
+    fake_anthropic,
+    say,
+    tool_result_text,
+    use,
+)
+from worker.agents.base import AgentOutcome, AgentSettings
 from worker.agents.registry import make_runner
 from worker.processes import run_process
 from worker.redact import Redactor
@@ -66,6 +73,30 @@ def test_a_repositorys_claude_settings_neither_widen_the_allowlist_nor_run_hooks
     assert not marker.exists()
 
 
+def run_probe(
+    tmp_path: Path,
+    repo: Path,
+    env: pytest.MonkeyPatch,
+    script: list[Turn],
+    network: SandboxNetwork,
+) -> tuple[AgentOutcome, str, Path]:
+    """One story call of the real CLI in the App's sandbox: its outcome, what the probe's Bash
+    call read, and the call's log."""
+    sandbox = make_sandbox(SandboxMode.ON, network=network)
+    assert sandbox is not None
+    with fake_anthropic(script) as server:
+        env.setenv("ANTHROPIC_BASE_URL", server.url)
+        call = story_call(tmp_path, repo)
+        call.home_dir.mkdir(parents=True, exist_ok=True)
+        confined = sandbox.bind(writable=[call.home_dir, call.run_dir], readonly=[call.prompt_file])
+        call = replace(call, sandbox=confined)
+        outcome = make_runner(
+            AgentSettings(runner="claude"), redactor=Redactor(), source_env=os.environ
+        ).run(call)
+        probed = tool_result_text(server.message_requests()[3].tool_results()[0])
+        return outcome, probed, call.log_path
+
+
 def test_the_cli_works_in_the_apps_sandbox_and_sees_nothing_of_the_worker(
     agent_env: pytest.MonkeyPatch,  # noqa: F811
     story_repo: Path,  # noqa: F811
@@ -90,18 +121,7 @@ def test_the_cli_works_in_the_apps_sandbox_and_sees_nothing_of_the_worker(
         use(ToolCall("Bash", {"command": "python3 probe.py"})),
         say("Implemented greet()."),
     ]
-    sandbox = make_sandbox(SandboxMode.ON)
-    assert sandbox is not None
-    with fake_anthropic(script) as server:
-        agent_env.setenv("ANTHROPIC_BASE_URL", server.url)
-        call = story_call(tmp_path, story_repo)
-        call.home_dir.mkdir(parents=True, exist_ok=True)
-        confined = sandbox.bind(writable=[call.home_dir, call.run_dir], readonly=[call.prompt_file])
-        call = replace(call, sandbox=confined)
-        outcome = make_runner(
-            AgentSettings(runner="claude"), redactor=Redactor(), source_env=os.environ
-        ).run(call)
-        probed = tool_result_text(server.message_requests()[3].tool_results()[0])
+    outcome, probed, _ = run_probe(tmp_path, story_repo, agent_env, script, SandboxNetwork.OPEN)
 
     assert outcome.ok, outcome.error
     assert (story_repo / "greet.py").read_text() == GREET_SOURCE
@@ -137,25 +157,16 @@ def test_the_cli_reaches_its_api_and_nothing_else_with_egress_limited(
         use(ToolCall("Bash", {"command": "python3 probe.py"})),
         say("Implemented greet()."),
     ]
-    sandbox = make_sandbox(SandboxMode.ON, network=SandboxNetwork.API)
-    assert sandbox is not None
-    with fake_anthropic(script) as server:
-        agent_env.setenv("ANTHROPIC_BASE_URL", server.url)
-        call = story_call(tmp_path, story_repo)
-        call.home_dir.mkdir(parents=True, exist_ok=True)
-        confined = sandbox.bind(writable=[call.home_dir, call.run_dir], readonly=[call.prompt_file])
-        call = replace(call, sandbox=confined)
-        outcome = make_runner(
-            AgentSettings(runner="claude"), redactor=Redactor(), source_env=os.environ
-        ).run(call)
-        probed = tool_result_text(server.message_requests()[3].tool_results()[0])
+    outcome, probed, log_path = run_probe(
+        tmp_path, story_repo, agent_env, script, SandboxNetwork.API
+    )
 
     assert outcome.ok, outcome.error
     assert (story_repo / "greet.py").read_text() == GREET_SOURCE
     assert "proxy http://127.0.0.1:" in probed
     assert "via proxy: HTTP Error 403" in probed
     assert "direct: [Errno 111] Connection refused" in probed
-    log = call.log_path.read_text()
+    log = log_path.read_text()
     assert f"[reqdrive] egress refused: GET 127.0.0.1:{redis_port}: not the model's API" in log
 
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import base64
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_pipeline import git
-from tests.support.github_double import GitHubDouble, github_double
+from tests.support.github_double import GitHubDouble
 from tests.support.harness import sandbox_works, stack, wait_for
 from tests.support.leaks import assert_no_secrets
 from tests.support.scenes import Scene, all_calls, shop
@@ -20,12 +19,6 @@ from tests.support.scenes import Scene, all_calls, shop
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = "octo/shop"
-
-
-@pytest.fixture
-def double(tmp_path: Path) -> Iterator[GitHubDouble]:
-    with github_double(tmp_path / "github") as gh:
-        yield gh
 
 
 def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(

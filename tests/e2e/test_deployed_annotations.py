@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_pipeline import git, implement
-from tests.support.github_double import GitHubDouble, github_double
+from tests.support.github_double import GitHubDouble
 from tests.support.harness import stack, wait_for
 from tests.support.leaks import assert_no_secrets
 from tests.support.scenes import all_calls, shop
@@ -16,12 +15,6 @@ from tests.support.scenes import all_calls, shop
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = "octo/shop"
-
-
-@pytest.fixture
-def double(tmp_path: Path) -> Iterator[GitHubDouble]:
-    with github_double(tmp_path / "github") as gh:
-        yield gh
 
 
 def test_a_failing_attempt_is_annotated_on_the_line_its_test_failed(

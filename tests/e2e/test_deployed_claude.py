@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import yaml
 from tests.integration.test_pipeline import GITIGNORE, PYTEST, git
 from tests.support.claude_cli import install_claude_cli
 from tests.support.fake_anthropic import CWD, PRD_PATH, ToolCall, Turn, fail, say, use
-from tests.support.github_double import GitHubDouble, github_double
+from tests.support.github_double import GitHubDouble
 from tests.support.harness import Stack, sandbox_readonly, sandbox_works, stack, wait_for
 from tests.support.leaks import assert_no_secrets, files_under, visible_on_github
 
@@ -43,12 +42,6 @@ DISCOUNT = "\n\ndef discount(price, rate):\n    return price * (1 - rate)\n"
 @pytest.fixture(scope="session")
 def claude_bin() -> Path:
     return install_claude_cli()
-
-
-@pytest.fixture
-def double(tmp_path: Path) -> Iterator[GitHubDouble]:
-    with github_double(tmp_path / "github") as gh:
-        yield gh
 
 
 def shop(source: Path) -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.test_pipeline import git, implement, prd
-from tests.support.github_double import GitHubDouble, github_double
+from tests.support.github_double import GitHubDouble
 from tests.support.github_http import APP_LOGIN
 from tests.support.harness import Stack, sandbox_works, stack, wait_for
 from tests.support.leaks import assert_no_secrets
@@ -24,12 +23,6 @@ REPO = "octo/shop"
 REQ = "docs/requirements/REQ-001-checkout.md"
 FIRST_TEXT = "# REQ-001 Checkout\n\nFeatures one and two return 1 and 2 (amber).\n"
 EDITED_TEXT = "# REQ-001 Checkout\n\nFeatures one and two also scale by ten (violet).\n"
-
-
-@pytest.fixture
-def double(tmp_path: Path) -> Iterator[GitHubDouble]:
-    with github_double(tmp_path / "github") as gh:
-        yield gh
 
 
 def revision(n: int, mark: str) -> dict[str, Any]:

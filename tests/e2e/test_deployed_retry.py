@@ -4,14 +4,13 @@ run that left it failing, and the PR, the progress comment and the check run fol
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.test_pipeline import git, implement
-from tests.support.github_double import GitHubDouble, github_double
+from tests.support.github_double import GitHubDouble
 from tests.support.harness import Stack, sandbox_works, stack, wait_for
 from tests.support.leaks import assert_no_secrets
 from tests.support.scenes import Scene, all_calls, shop
@@ -19,12 +18,6 @@ from tests.support.scenes import Scene, all_calls, shop
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = "octo/shop"
-
-
-@pytest.fixture
-def double(tmp_path: Path) -> Iterator[GitHubDouble]:
-    with github_double(tmp_path / "github") as gh:
-        yield gh
 
 
 def set_stories(scene: Scene, stories: dict[str, list[dict[str, Any]]]) -> None:

@@ -4,14 +4,13 @@ each run stays in its own repository."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.test_pipeline import SCRIPTED_AGENT, git, implement, prd
-from tests.support.github_double import GitHubDouble, github_double
+from tests.support.github_double import GitHubDouble
 from tests.support.harness import sandbox_readonly, stack, wait_for
 from tests.support.leaks import assert_no_secrets
 from tests.support.scenes import agent_calls, shop
@@ -19,12 +18,6 @@ from tests.support.scenes import agent_calls, shop
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SHOP, TOOLS = "octo/shop", "tools-org/tools"
-
-
-@pytest.fixture
-def double(tmp_path: Path) -> Iterator[GitHubDouble]:
-    with github_double(tmp_path / "github") as gh:
-        yield gh
 
 
 def gadget(n: int) -> dict[str, Any]:

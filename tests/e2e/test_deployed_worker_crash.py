@@ -4,7 +4,6 @@ new worker finishes the run from its checkpoint, through the GitHub double."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from rq.registry import ScheduledJobRegistry, StartedJobRegistry
 from rq.serializers import JSONSerializer
 
 from tests.integration.test_pipeline import git, implement
-from tests.support.github_double import GitHubDouble, github_double
+from tests.support.github_double import GitHubDouble
 from tests.support.harness import stack, wait_for
 from tests.support.leaks import assert_no_secrets
 from tests.support.scenes import agent_calls, shop
@@ -23,12 +22,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = "octo/shop"
 TAKEOVER_LIMIT_S = 120.0  # issue 6: a lost run is resumed by another worker within two minutes
-
-
-@pytest.fixture
-def double(tmp_path: Path) -> Iterator[GitHubDouble]:
-    with github_double(tmp_path / "github") as gh:
-        yield gh
 
 
 def test_a_worker_killed_after_the_first_push_is_replaced_and_the_run_finishes_once(

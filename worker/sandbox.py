@@ -146,9 +146,8 @@ class Sandbox:
 
         `keep` names variables bwrap itself carries too (a process marker, never a secret).
         """
-        bwrap = shutil.which(self.bwrap) or self.bwrap
         sandbox, argv, env = self._behind_relay(argv, env)
-        args = [bwrap, *sandbox._namespaces(), *_system_mounts()]
+        args = [self.bwrap, *sandbox._namespaces(), *_system_mounts()]
         args += sandbox._call_mounts(cwd)
         # The skeleton bwrap builds (folders leading to the binds) is read-only too: a file
         # "written" beside the prompt would vanish, but the agent should not think it worked.
@@ -296,6 +295,12 @@ def make_sandbox(
             extra={"sandbox": "off"},
         )
         return None
+    # Found once, here at the edge, on the PATH this process started with: a call's wrap()
+    # then runs this very binary, reading no environment of the worker's.
+    found = shutil.which(sandbox.bwrap)
+    if found is None:
+        raise SandboxUnavailable(f"no sandbox: {sandbox.bwrap} is not installed; {INSTALL_HINT}")
+    sandbox = replace(sandbox, bwrap=found)
     sandbox.check()
     if sandbox.network is SandboxNetwork.API:
         more = [endpoint_text(e) for e in sandbox.more_api_hosts]

@@ -179,3 +179,20 @@ def test_tool_paths_find_an_npm_installed_cli(tmp_path: Path) -> None:
     os.symlink(package / "cli.js", bin_dir / "cli")
     assert tool_paths("cli", str(bin_dir)) == [bin_dir, tmp_path / "prefix" / "node_modules"]
     assert tool_paths("no-such-cli", str(bin_dir)) == []
+
+
+def test_the_sandbox_runs_the_bwrap_found_at_start_whatever_path_a_call_later_has(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    sandbox = make_sandbox(SandboxMode.ON)
+    assert sandbox is not None
+    found = shutil.which("bwrap")
+    assert sandbox.bwrap == found
+    # A PATH that would find another bwrap first is never consulted again.
+    decoy = tmp_path / "bin"
+    decoy.mkdir()
+    (decoy / "bwrap").write_text("#!/bin/sh\nexit 0\n")
+    (decoy / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{decoy}{os.pathsep}{os.environ['PATH']}")
+    argv, _ = sandbox.wrap(["true"], cwd=tmp_path, env={})
+    assert argv[0] == found

@@ -317,6 +317,30 @@ def mirror_lock(mirror: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def clear_stale_git_locks(mirror: Path, branch: str, run_id: str) -> None:
+    """Remove the `.lock` files a killed worker's git left in what only lock holders write.
+
+    git takes `<ref>.lock` files for every ref it updates and leaves them when it is killed
+    (SIGKILL, the machine gone); the next fetch or commit then fails with "cannot lock ref".
+    Fetches and pushes, the only writers of `refs/remotes/` and `packed-refs`, run under the
+    mirror's flock, which the kernel released when the dead holder died: under it, such a lock
+    is stale. The run's own branch and worktree are written only by the holder of the run's
+    lock, which this process holds now. Locks of other runs' branches are left alone: their
+    commits run beside us without the mirror's lock.
+    """
+    if not mirror.is_dir():
+        return
+    stale = [mirror / "packed-refs.lock", mirror / "refs" / "heads" / f"{branch}.lock"]
+    stale += [mirror / "worktrees" / run_id / name for name in ("index.lock", "HEAD.lock")]
+    remotes = mirror / "refs" / "remotes"
+    stale += list(remotes.rglob("*.lock")) if remotes.is_dir() else []
+    for path in stale:
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+            where = str(path.relative_to(mirror))
+            log.warning("stale git lock removed", extra={"run_id": run_id, "lock": where})
+
+
 class RepositoryCache:
     """Bare mirrors under cache_dir/mirrors, one worktree per run under cache_dir/worktrees."""
 
@@ -362,6 +386,7 @@ class RepositoryCache:
         )
         with mirror_lock(mirror):
             self._ensure_mirror(mirror, remote_url)
+            clear_stale_git_locks(mirror, branch, run_id)
             try:
                 worktree = attempt()
             except GitError as error:

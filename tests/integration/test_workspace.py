@@ -807,3 +807,29 @@ def test_removing_twice_is_harmless(cache: RepositoryCache, remote: Remote) -> N
 def test_a_missing_working_folder_is_a_git_error(tmp_path: Path) -> None:
     with pytest.raises(GitError, match="could not start git"):
         run_git(["status"], cwd=tmp_path / "gone")
+
+
+def test_git_locks_a_killed_worker_left_in_the_cache_are_cleared_for_the_resumed_run(
+    cache: RepositoryCache, remote: Remote
+) -> None:
+    worktree = prepare(cache, remote, "run-1")
+    commit(worktree.path, "story-1.txt", "one\n")
+    cache.push(worktree)
+    mirror = cache.mirror_path(remote.url)
+    # A worker SIGKILLed inside git: its ref locks stay behind (seen after an e2e crash).
+    left = [
+        mirror / "refs" / "remotes" / "origin" / f"{BRANCH}.lock",
+        mirror / "refs" / "heads" / f"{BRANCH}.lock",
+        mirror / "packed-refs.lock",
+    ]
+    other_runs = mirror / "refs" / "heads" / "reqdrive" / "someone-elses.lock"
+    for path in [*left, other_runs]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+
+    again = prepare(cache, remote, "run-1")
+    second = commit(again.path, "story-2.txt", "two\n")
+
+    assert cache.push(again) == second == remote.head(BRANCH)
+    assert not any(path.exists() for path in left)
+    assert other_runs.exists()  # another run's commit may hold it right now

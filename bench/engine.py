@@ -26,10 +26,10 @@ from pathlib import Path
 
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
 from worker.agents.command import CommandRunner
-from worker.pipeline import Pipeline, Requirement, RunSpec
-from worker.redact import Redactor
-from worker.reporting import NullReporter
-from worker.state import AttemptRecord, FileCheckpointStore, StoryRecord
+from worker.confine.redact import Redactor
+from worker.model.state import AttemptRecord, FileCheckpointStore, StoryRecord
+from worker.report.reporting import NullReporter
+from worker.run.pipeline import Pipeline, Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTED_AGENT = ROOT / "tests" / "support" / "scripted_agent.py"

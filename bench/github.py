@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from bot.replay import signature
+from bot.ops.replay import signature
 from tests.support.github_http import FakeGitHub, private_key_pem, served_fake_github
 from tests.support.ports import free_port
 from tests.support.redis_db import claimed_database, redis_server
@@ -187,14 +187,14 @@ def main() -> int:
         }
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+                [sys.executable, "-m", "bot.ops.cli", "serve", "--port", str(port)],
                 env=env,
                 start_new_session=True,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             ),
             subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "worker"],
+                [sys.executable, "-m", "bot.ops.cli", "worker"],
                 env=env,
                 start_new_session=True,
                 stdout=subprocess.DEVNULL,

@@ -40,7 +40,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.replay import signature  # noqa: E402
+from bot.ops.replay import signature  # noqa: E402
 from tests.support.redis_db import claimed_database, redis_server  # noqa: E402
 
 LABELED_EXAMPLE = ROOT / "tests/fixtures/github/webhooks/issues/labeled.payload.json"
@@ -351,7 +351,7 @@ def write_script(
 
 
 def check_lua_signing(workdir: Path, payload: Payload) -> None:
-    """Run the wrk script's signing once and compare it with bot.replay's signature."""
+    """Run the wrk script's signing once and compare it with bot.ops.replay's signature."""
     out = workdir / "selftest.json"
     script = write_script(workdir, payload, "issues", "/", True, out, "00000000")
     script.write_text(script.read_text().replace("selftest = false", "selftest = true"))

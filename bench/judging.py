@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from tests.integration.test_pipeline import project_factory
-from worker.state import StoryState
+from worker.model.state import StoryState
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "judging.md"

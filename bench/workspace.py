@@ -48,7 +48,7 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.workspace import (  # noqa: E402
+from worker.git.workspace import (  # noqa: E402
     BRANCH_REFSPEC,
     TAG_REFSPEC,
     RepositoryCache,

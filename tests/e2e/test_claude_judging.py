@@ -18,7 +18,7 @@ from tests.integration.test_pipeline_judging import (
 )
 from tests.support.claude_cli import install_claude_cli
 from tests.support.fake_anthropic import FakeAnthropic, ToolCall, Turn, fake_anthropic, say, use
-from worker.state import AttemptOutcome, RunResult, StoryState
+from worker.model.state import AttemptOutcome, RunResult, StoryState
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

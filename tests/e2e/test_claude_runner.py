@@ -30,9 +30,9 @@ from tests.support.processes import running
 from worker.agents.base import AgentCall, AgentOutcome, AgentSettings
 from worker.agents.claude import ClaudeRunner
 from worker.agents.registry import make_runner
+from worker.confine.redact import Redactor
 from worker.exceptions import AgentError
-from worker.redact import Redactor
-from worker.workspace import COMMITTER_EMAIL, COMMITTER_NAME
+from worker.git.workspace import COMMITTER_EMAIL, COMMITTER_NAME
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

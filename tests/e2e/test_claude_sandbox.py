@@ -33,9 +33,9 @@ from tests.support.fake_anthropic import (
 )
 from worker.agents.base import AgentOutcome, AgentSettings
 from worker.agents.registry import make_runner
-from worker.processes import run_process
-from worker.redact import Redactor
-from worker.sandbox import SandboxMode, SandboxNetwork, make_sandbox, tool_paths
+from worker.confine.processes import run_process
+from worker.confine.redact import Redactor
+from worker.confine.sandbox import SandboxMode, SandboxNetwork, make_sandbox, tool_paths
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -64,7 +64,7 @@ def command(tmp_path: Path, scenario: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "worker.cli",
+        "worker.local.run_cli",
         REQUIREMENT,
         "--agent",
         "command",
@@ -143,13 +143,20 @@ def test_an_invalid_plan_twice_exits_5_naming_the_problem(tmp_path: Path, checko
 def test_preflight_failures_exit_8(
     tmp_path: Path, checkout: Path, argv_tail: list[str], code: int, message: str
 ) -> None:
-    argv = [sys.executable, "-m", "worker.cli", *argv_tail, "--work-dir", str(tmp_path / "w")]
+    argv = [
+        sys.executable,
+        "-m",
+        "worker.local.run_cli",
+        *argv_tail,
+        "--work-dir",
+        str(tmp_path / "w"),
+    ]
     done = run_cli(checkout, argv)
     assert done.returncode == code and message in done.stderr
 
 
 def test_outside_a_git_repository_exits_8(tmp_path: Path) -> None:
-    done = run_cli(tmp_path, [sys.executable, "-m", "worker.cli", "Add X"])
+    done = run_cli(tmp_path, [sys.executable, "-m", "worker.local.run_cli", "Add X"])
     assert done.returncode == 8 and "not inside a git repository" in done.stderr
 
 
@@ -265,7 +272,7 @@ def test_the_command_agent_without_a_template_exits_5(tmp_path: Path, checkout: 
     argv = [
         sys.executable,
         "-m",
-        "worker.cli",
+        "worker.local.run_cli",
         REQUIREMENT,
         "--agent",
         "command",

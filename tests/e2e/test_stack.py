@@ -205,7 +205,7 @@ def test_up_with_embedded_redis_serves_queues_and_stops_everything_on_ctrl_c(
         web_log = stack_dir / ".reqdrive" / "logs" / "web.log"
         _wait_for_text(web_log, f"job_id={job_id}")
         [queued] = [line for line in web_log.read_text().splitlines() if "job queued" in line]
-        assert queued[:2] == "20" and "INFO bot.intake: job queued delivery_id=" in queued
+        assert queued[:2] == "20" and "INFO bot.web.intake: job queued delivery_id=" in queued
 
         code = _stop(up, "ctrl-c")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bot.bodies import MAX_WAITING_READS, READ_CHUNK_BYTES
-from bot.cli import web_server_argv
+from bot.ops.cli import web_server_argv
+from bot.web.bodies import MAX_WAITING_READS, READ_CHUNK_BYTES
 from tests.support import webhooks
 from tests.support.ports import free_port
 

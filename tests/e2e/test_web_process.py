@@ -19,9 +19,9 @@ import redis
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
-from bot.bodies import MAX_BODY_BYTES
-from bot.cli import MMAP_THRESHOLD_BYTES, web_server_argv
-from bot.settings import Settings
+from bot.ops.cli import MMAP_THRESHOLD_BYTES, web_server_argv
+from bot.ops.settings import Settings
+from bot.web.bodies import MAX_BODY_BYTES
 from tests.support import webhooks
 from tests.support.ports import closed_port, free_port
 from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
@@ -36,15 +36,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 WORKERS = 2
 # The servers the web process may run on: "serve" is exactly what `reqdrive serve` (the
-# Procfile's web line) execs, granian's ASGI interface with bot/asgi.py in front; the WSGI
+# Procfile's web line) execs, granian's ASGI interface with bot/web/asgi.py in front; the WSGI
 # app on gunicorn and granian is what a WSGI deployment gets (WebhookEndpoint reads
 # wsgi.input itself, so each server's way of passing bodies is exercised).
 SERVERS = {
     "serve": [],  # web_server_argv(), filled in per port
     "gunicorn": [str(BIN / "gunicorn"), "--no-control-socket", "--bind", "127.0.0.1:{port}",
-                 "--workers", str(WORKERS), "--threads", "8", "bot.app:create_app()"],
+                 "--workers", str(WORKERS), "--threads", "8", "bot.web.app:create_app()"],
     "granian": [str(BIN / "granian"), "--interface", "wsgi", "--workers", str(WORKERS),
-                "--host", "127.0.0.1", "--port", "{port}", "--factory", "bot.app:create_app"],
+                "--host", "127.0.0.1", "--port", "{port}", "--factory", "bot.web.app:create_app"],
 }  # fmt: skip
 # The log line of each worker that is ready. Both servers listen before their workers are;
 # granian 2.8 hangs if SIGTERM comes while a worker is still starting, so a test server is
@@ -60,7 +60,7 @@ Reply = tuple[int, dict[str, Any]]  # the answer's decoded JSON
 
 
 class WebProcess:
-    """A WSGI server serving bot.app's create_app from the environment, on a private port."""
+    """A WSGI server serving bot.web.app's create_app from the environment, on a private port."""
 
     def __init__(self, server: str, redis_url: str, log: Path) -> None:
         self.port = free_port()

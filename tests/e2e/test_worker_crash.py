@@ -21,10 +21,10 @@ from rq.job import JobStatus
 from rq.registry import FailedJobRegistry
 from rq.serializers import JSONSerializer
 
-from bot.enqueue import RUN_RETRY
+from bot.requests import JobKind, RunRequest
+from bot.web.enqueue import RUN_RETRY
 from tests.integration.test_pipeline import Project, git, implement, prd, project_factory
 from tests.support.github_http import FakeGitHub, private_key_pem, served_fake_github
-from worker.requests import JobKind, RunRequest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -42,7 +42,7 @@ def served() -> Iterator[FakeGitHub]:
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as handle:  # the worker keeps its own copy of the descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "worker"],
+            [sys.executable, "-m", "bot.ops.cli", "worker"],
             env=env,
             stdout=handle,
             stderr=subprocess.STDOUT,

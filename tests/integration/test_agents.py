@@ -15,8 +15,8 @@ from tests.support.processes import running
 from worker.agents.base import AgentCall, AgentSettings, agent_environment, fill_template
 from worker.agents.command import CommandRunner
 from worker.agents.registry import make_runner
+from worker.confine.redact import REDACTED, Redactor
 from worker.exceptions import AgentError
-from worker.redact import REDACTED, Redactor
 
 GITHUB_TOKEN = "ghs_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
 # Shaped like no known pattern: only its registration as an exact secret can hide it.

@@ -13,11 +13,11 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 from rq.utils import utcparse
 
-from bot.enqueue import DELIVERY_KEY, RERUN_KEY, Enqueuer, job_id_for
 from bot.exceptions import QueueUnavailable
+from bot.requests import JobKind, RunRequest
+from bot.web.enqueue import DELIVERY_KEY, RERUN_KEY, Enqueuer, job_id_for
 from tests.support.ports import closed_port
 from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
-from worker.requests import JobKind, RunRequest
 
 TIMEOUT_S = 6 * 3600
 

@@ -13,7 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from tests.support.processes import running
-from worker.gates import (
+from worker.confine.redact import REDACTED, Redactor
+from worker.verdict.gates import (
     GateResult,
     GateSpec,
     TestStatus,
@@ -21,7 +22,6 @@ from worker.gates import (
     gate_specs,
     run_gates,
 )
-from worker.redact import REDACTED, Redactor
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa9"

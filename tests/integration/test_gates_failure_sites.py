@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from worker.gates import FailureSite, GateResult, GateSpec, TestStatus, run_gates
-from worker.redact import REDACTED, Redactor
+from worker.confine.redact import REDACTED, Redactor
+from worker.verdict.gates import FailureSite, GateResult, GateSpec, TestStatus, run_gates
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.gates import GateSpec, run_gate
-from worker.redact import Redactor
-from worker.sandbox import SandboxMode, make_sandbox
+from worker.confine.redact import Redactor
+from worker.confine.sandbox import SandboxMode, make_sandbox
+from worker.verdict.gates import GateSpec, run_gate
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

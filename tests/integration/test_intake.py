@@ -16,11 +16,11 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from bot.app import create_app
-from bot.bodies import MAX_BODY_BYTES
-from bot.metrics import METRICS_KEY
-from bot.settings import Settings, load_settings
-from bot.triggers import PUSH_COMMITS_CAP
+from bot.ops.metrics import METRICS_KEY
+from bot.ops.settings import Settings, load_settings
+from bot.web.app import create_app
+from bot.web.bodies import MAX_BODY_BYTES
+from bot.web.triggers import PUSH_COMMITS_CAP
 from tests.support import webhooks
 from tests.support.ports import closed_port
 from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob

@@ -16,17 +16,16 @@ from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 from rq.timeouts import JobTimeoutException
 
-from bot import runtime
-from bot.enqueue import Enqueuer, job_id_for
-from bot.job_class import ReqdriveJob
-from bot.jobs import run_requirement, scan_push
-from bot.runs import RERUN_KEY, RunRecord, RunRecords
-from bot.settings import load_settings
+from bot.jobs import run_requirement, runtime, scan_push
+from bot.jobs.job_class import ReqdriveJob
+from bot.ops.settings import load_settings
+from bot.requests import JobKind, RunRequest
+from bot.stores.runs import RERUN_KEY, RunRecord, RunRecords
+from bot.web.enqueue import Enqueuer, job_id_for
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_http import API, FakeGitHub, private_key_pem
-from worker.pipeline import Pipeline
-from worker.requests import JobKind, RunRequest
-from worker.state import RedisCheckpointStore, StoryState
+from worker.model.state import RedisCheckpointStore, StoryState
+from worker.run.pipeline import Pipeline
 
 REPO = "octo/demo"
 QUEUE = "reqdrive-test"
@@ -295,7 +294,7 @@ def test_github_answering_502_twice_then_200_still_completes_the_run(scene: Scen
 
 
 def test_a_cancel_under_an_invalid_config_replies_and_leaves_checks_to_runs(scene: Scene) -> None:
-    # A command's token may not write check runs (bot/auth.py): the reply names the key alone,
+    # A command's token may not write check runs (github/auth.py): the reply names the key alone,
     # where a check run would have been GitHub's 403 and a failed job.
     gh = scene.gh
     issue = gh.add_issue(REPO, "Features", "Build.")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from bot.requests import JobKind
 from tests.integration.test_jobs import REPO, Scene, progress_comments, scene  # noqa: F401
 from tests.integration.test_pipeline import git, implement, prd
-from worker.inert_text import ZWJ
-from worker.requests import JobKind
+from worker.report.inert_text import ZWJ
 
 # Where implement(2, correct=False)'s test fails: `assert feature_2.value() == 2`.
 FAILING = {

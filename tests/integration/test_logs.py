@@ -12,9 +12,9 @@ import redis
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
-from bot.app import create_app
-from bot.logs import configure_from, configure_logging
-from bot.settings import load_settings
+from bot.ops.logs import configure_from, configure_logging
+from bot.ops.settings import load_settings
+from bot.web.app import create_app
 from tests.support import webhooks
 
 LOGGER = "tests.integration.test_logs"

@@ -10,13 +10,13 @@ import redis
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.app import create_app
-from bot.metrics import DeliveryCounter, MeteredReporter, record_run
-from bot.settings import load_settings
+from bot.ops.metrics import DeliveryCounter, MeteredReporter, record_run
+from bot.ops.settings import load_settings
+from bot.web.app import create_app
 from tests.support import webhooks
 from tests.support.ports import closed_port
-from worker.reporting import NullReporter
-from worker.state import AttemptOutcome, AttemptRecord, RunResult, RunStep, StoryRecord
+from worker.model.state import AttemptOutcome, AttemptRecord, RunResult, RunStep, StoryRecord
+from worker.report.reporting import NullReporter
 
 
 def _client(redis_url: str) -> FlaskClient:

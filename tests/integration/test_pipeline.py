@@ -16,15 +16,15 @@ import pytest
 import yaml
 
 from worker.exceptions import PrdError
-from worker.pipeline import Pipeline, Requirement, RunSpec
-from worker.reporting import ConsoleReporter
-from worker.state import (
+from worker.model.state import (
     AttemptOutcome,
     FileCheckpointStore,
     RunResult,
     StopReason,
     StoryState,
 )
+from worker.report.reporting import ConsoleReporter
+from worker.run.pipeline import Pipeline, Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED_AGENT = ROOT / "tests" / "support" / "scripted_agent.py"

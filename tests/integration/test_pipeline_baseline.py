@@ -17,9 +17,9 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
-from worker.gates import GateResult, TestStatus
-from worker.judging import Verdict, baseline_changes, judge, readiness
-from worker.state import AttemptOutcome, StopReason, StoryRecord, StoryState
+from worker.model.state import AttemptOutcome, StopReason, StoryRecord, StoryState
+from worker.verdict.gates import GateResult, TestStatus
+from worker.verdict.judging import Verdict, baseline_changes, judge, readiness
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement's own tests, committed before any code: all three fail on the base commit.

@@ -13,10 +13,10 @@ import pytest
 from tests.integration.test_pipeline import MakeProject, Project, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from tests.integration.test_workspace import GitHttpServer
-from worker.pipeline import Pipeline
-from worker.reporting import ConsoleReporter
-from worker.state import FileCheckpointStore
-from worker.workspace import GitCredentials
+from worker.git.workspace import GitCredentials
+from worker.model.state import FileCheckpointStore
+from worker.report.reporting import ConsoleReporter
+from worker.run.pipeline import Pipeline
 
 
 class RotatingTokens:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, git, implement, prd, project_factory
-from worker.state import AttemptOutcome, StoryState
+from worker.model.state import AttemptOutcome, StoryState
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 from tests.integration.test_pipeline import MakeProject, Project, project_factory
 from tests.integration.test_pipeline_sandbox import SUPPORT
 from tests.integration.test_pipeline_sandbox import run as run_sandboxed
-from worker.sandbox import SandboxMode, make_sandbox
-from worker.state import AttemptOutcome, RunResult, StoryState
+from worker.confine.sandbox import SandboxMode, make_sandbox
+from worker.model.state import AttemptOutcome, RunResult, StoryState
 
 PYTHON_DIR = os.path.dirname(sys.executable)
 # The operator's interpreter comes first on the checks' PATH: `python` is the one with pytest.

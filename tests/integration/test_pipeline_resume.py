@@ -25,11 +25,9 @@ from tests.integration.test_pipeline import (
 from tests.support.processes import running
 from worker.agents.base import AgentCall, AgentOutcome, AgentSettings
 from worker.agents.command import CommandRunner
+from worker.confine.redact import Redactor
 from worker.exceptions import PreflightError, ResumeError, RunCancelled
-from worker.pipeline import Pipeline
-from worker.redact import Redactor
-from worker.reporting import ConsoleReporter
-from worker.state import (
+from worker.model.state import (
     Checkpoint,
     FileCheckpointStore,
     RedisCheckpointStore,
@@ -37,6 +35,8 @@ from worker.state import (
     StopReason,
     StoryState,
 )
+from worker.report.reporting import ConsoleReporter
+from worker.run.pipeline import Pipeline
 
 BRANCH = "reqdrive/req-001-demo"
 

@@ -9,7 +9,7 @@ import pytest
 from tests.integration.test_pipeline import MakeProject, Project, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from worker.exceptions import ResumeError
-from worker.state import Checkpoint, StopReason, StoryState
+from worker.model.state import Checkpoint, StopReason, StoryState
 
 
 def three_stories_us002_wrong(project: Project) -> None:

@@ -17,9 +17,9 @@ from tests.integration.test_pipeline import (
     project_factory,
 )
 from tests.support.processes import running
-from worker.redact import REDACTED, Redactor
-from worker.run_folder import RunFolder
-from worker.state import AttemptOutcome, StoryState
+from worker.confine.redact import REDACTED, Redactor
+from worker.model.state import AttemptOutcome, StoryState
+from worker.run.run_folder import RunFolder
 
 TOKEN = "ghp_" + "a1B2c3D4e5" * 4  # a GitHub personal token's shape
 WORKER_SECRET = "worker-only-secret-value-42"

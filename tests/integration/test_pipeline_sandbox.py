@@ -20,8 +20,8 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
-from worker.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox
-from worker.state import RunResult, StoryState
+from worker.confine.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox
+from worker.model.state import RunResult, StoryState
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

@@ -16,8 +16,8 @@ import pytest
 
 from tests.integration.test_pipeline import MakeProject, implement, prd, project_factory
 from tests.integration.test_pipeline_sandbox import agent_io, run, sandbox
-from worker.sandbox import Sandbox
-from worker.state import StoryState
+from worker.confine.sandbox import Sandbox
+from worker.model.state import StoryState
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

@@ -1,6 +1,6 @@
 """A repository the agent nests in its worktree never runs its config in the worker's git.
 
-The worker's git config (worker/workspace.py) governs the run's repository only. A repository
+The worker's git config (worker/git/workspace.py) governs the run's repository only. A repository
 with a submodule checks it out as an empty folder; an agent in the sandbox can make a git
 repository there, with a config of its own. When the worker's `git status` or `git diff` then
 looks into that folder to see whether the submodule is modified, a child git reads that config
@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, git, prd, project_factory
 from tests.integration.test_pipeline_sandbox import agent_io, run, sandbox
-from worker.sandbox import Sandbox
+from worker.confine.sandbox import Sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import running
-from worker.processes import MARK_VAR, TAIL_CHARS, ProcessOutcome, marked_pids, run_process
-from worker.redact import REDACTED, Redactor
+from worker.confine.processes import MARK_VAR, TAIL_CHARS, ProcessOutcome, marked_pids, run_process
+from worker.confine.redact import REDACTED, Redactor
 
 TOKEN = "ghs_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
 BASE_ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}

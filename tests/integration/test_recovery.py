@@ -11,14 +11,14 @@ from rq import Retry
 from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry, StartedJobRegistry
 
-from bot import runtime
-from bot.drive import LEGACY_LOCK_KEY, AlreadyRunning, Monitor, run_lock
-from bot.recovery import CLAIM_KEY, sweep
-from bot.runs import HEARTBEAT_KEY, RunRecord
-from bot.settings import load_settings
+from bot.jobs import runtime
+from bot.jobs.drive import LEGACY_LOCK_KEY, AlreadyRunning, Monitor, run_lock
+from bot.jobs.recovery import CLAIM_KEY, sweep
+from bot.ops.settings import load_settings
+from bot.stores.runs import HEARTBEAT_KEY, RunRecord
 from tests.support.github_http import private_key_pem
-from worker.run_lock import run_lock_key
-from worker.state import Checkpoint, RunStatus
+from worker.model.state import Checkpoint, RunStatus
+from worker.run.run_lock import run_lock_key
 
 
 def _runtime(redis_conn: redis.Redis, redis_url: str, **settings: object) -> runtime.Runtime:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from worker.repo_config import parse_repo_config
+from bot.ops.cli import main
+from worker.model.repo_config import parse_repo_config
 
 LAYOUTS = {
     "python": {"pyproject.toml": "[project]\nname = 'x'\n\n[tool.ruff]\nline-length = 100\n"},

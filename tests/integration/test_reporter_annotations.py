@@ -7,15 +7,13 @@ from typing import Any
 import pytest
 import redis
 
-from bot.annotations import MAX_ANNOTATIONS
-from bot.auth import RUN_PERMISSIONS, AppAuth
-from bot.github import ClientSettings, GitHubApp
-from bot.reporter import GitHubReporter
-from bot.runs import RunRecord, RunRecords
+from bot.github.annotations import MAX_ANNOTATIONS
+from bot.github.auth import RUN_PERMISSIONS, AppAuth
+from bot.github.client import ClientSettings, GitHubApp
+from bot.github.reporter import GitHubReporter
+from bot.stores.runs import RunRecord, RunRecords
 from tests.support.github_http import API, FakeGitHub, private_key_pem
-from worker.gates import FailureSite, GateResult, TestStatus
-from worker.inert_text import ZWJ
-from worker.state import (
+from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
     RedisCheckpointStore,
@@ -24,6 +22,8 @@ from worker.state import (
     StoryRecord,
     StoryState,
 )
+from worker.report.inert_text import ZWJ
+from worker.verdict.gates import FailureSite, GateResult, TestStatus
 
 REPO = "octo/demo"
 BASE, HEAD = "a" * 40, "b" * 40

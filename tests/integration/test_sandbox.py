@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.processes import ProcessOutcome, run_process
-from worker.redact import Redactor
-from worker.sandbox import Sandbox, SandboxMode, make_sandbox, tool_paths
+from worker.confine.processes import ProcessOutcome, run_process
+from worker.confine.redact import Redactor
+from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox, tool_paths
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

@@ -17,9 +17,9 @@ import pytest
 
 from worker.agents.base import AgentCall, AgentSettings
 from worker.agents.registry import make_runner
-from worker.egress import url_endpoint
-from worker.redact import Redactor
-from worker.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox
+from worker.confine.egress import url_endpoint
+from worker.confine.redact import Redactor
+from worker.confine.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -178,7 +178,7 @@ def test_an_agent_reaches_its_model_api_and_nothing_else(
 def test_checks_get_no_network_at_all(tmp_path: Path) -> None:
     """A gate runs the agent's code: with the `api` network it reaches nothing, not even the
     model's API or REQDRIVE_SANDBOX_API_HOSTS (no runner allows them, so no proxy starts)."""
-    from worker.processes import run_process
+    from worker.confine.processes import run_process
 
     with http_server("api") as api:
         hosts = [url_endpoint(api.url)]
@@ -208,7 +208,7 @@ def test_checks_get_no_network_at_all(tmp_path: Path) -> None:
 
 def test_the_open_network_is_unchanged(tmp_path: Path) -> None:
     """The default: no proxy, the host's network (a local server answers directly)."""
-    from worker.processes import run_process
+    from worker.confine.processes import run_process
 
     sandbox = make_sandbox(SandboxMode.ON)
     assert sandbox is not None
@@ -233,7 +233,7 @@ def test_the_open_network_is_unchanged(tmp_path: Path) -> None:
 def test_behind_the_relay_the_agents_exit_and_timeout_are_its_own(
     tmp_path: Path, limited: Sandbox, script: str, timeout_s: float, exit_code: int | None
 ) -> None:
-    from worker.processes import run_process
+    from worker.confine.processes import run_process
 
     outcome = run_process(
         ["/bin/sh", "-c", script],
@@ -298,7 +298,7 @@ def test_no_spelling_or_smuggled_request_reaches_a_refused_host(
     """IPv6, hex, decimal and short forms of loopback, a trailing dot, userinfo and fragment
     tricks in an absolute URL, a second request pipelined or hidden in a body: the refused
     server on the worker's loopback is never asked anything."""
-    from worker.processes import run_process
+    from worker.confine.processes import run_process
 
     script = tmp_path / "evasions.py"
     script.write_text(EVASIONS)
@@ -332,8 +332,8 @@ def test_a_refused_target_with_terminal_escapes_reaches_the_workers_text_log_esc
     import io
     import logging
 
-    from bot.logs import TextFormatter
-    from worker.processes import run_process
+    from bot.ops.logs import TextFormatter
+    from worker.confine.processes import run_process
 
     script = tmp_path / "escapes.py"
     script.write_text(
@@ -347,7 +347,7 @@ def test_a_refused_target_with_terminal_escapes_reaches_the_workers_text_log_esc
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)
     handler.setFormatter(TextFormatter(Redactor()))
-    logger = logging.getLogger("worker.egress")
+    logger = logging.getLogger("worker.confine.egress")
     logger.addHandler(handler)
     try:
         outcome = run_process(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from worker.scope import tree_state, undo_planning_changes
+from worker.git.scope import tree_state, undo_planning_changes
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from worker import secret_scan
-from worker.redact import REDACTED, Redactor
-from worker.secret_scan import SecretScanner
+from worker.confine.redact import REDACTED, Redactor
+from worker.verdict import secret_scan
+from worker.verdict.secret_scan import SecretScanner
 
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"

@@ -9,7 +9,7 @@ import sys
 ADOPT_AND_REAP = """
 import subprocess, time
 import psutil
-from bot.stack import _adopt_orphans, _reap_adopted
+from bot.ops.stack import _adopt_orphans, _reap_adopted
 
 _adopt_orphans()
 # A parent that exits at once, leaving its child to us: the shape of bwrap's or a killed

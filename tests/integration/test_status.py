@@ -16,8 +16,8 @@ import redis
 from rq import Queue, Retry
 from rq.serializers import JSONSerializer
 
-from bot.cli import main
-from bot.embedded_redis import EmbeddedRedis
+from bot.ops.cli import main
+from bot.ops.embedded_redis import EmbeddedRedis
 from tests.support.processes import running
 
 ROOT = Path(__file__).resolve().parents[2]

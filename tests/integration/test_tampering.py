@@ -15,9 +15,9 @@ from tests.integration.test_pipeline_judging import (
     pr_body,
     run,
 )
-from worker.gates import GateSpec
-from worker.state import AttemptOutcome, StoryState
-from worker.tampering import changed_files, files_with_tests, gate_inputs, rewritten_tests
+from worker.model.state import AttemptOutcome, StoryState
+from worker.verdict.gates import GateSpec
+from worker.verdict.tampering import changed_files, files_with_tests, gate_inputs, rewritten_tests
 
 PYPROJECT = (
     '[project]\nname = "x"\ndependencies = []\n\n[tool.pytest.ini_options]\naddopts = "-q"\n'

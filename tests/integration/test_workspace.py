@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from tests.support.processes import running
-from worker import workspace
 from worker.exceptions import GitError, PreflightError, WorkspaceError
-from worker.workspace import (
+from worker.git import workspace
+from worker.git.workspace import (
     GitCredentials,
     RepositoryCache,
     Worktree,

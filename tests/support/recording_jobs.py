@@ -13,7 +13,7 @@ from typing import Any
 from rq import get_current_job
 from rq.job import Job
 
-from worker.requests import JobKind, RunRequest
+from bot.requests import JobKind, RunRequest
 
 JOB_LOG_KEY = "reqdrive-tests:job-log"
 JOBS_PREFIX = "bot.jobs."

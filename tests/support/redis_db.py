@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from bot.embedded_redis import EmbeddedRedis, redis_answers
+from bot.ops.embedded_redis import EmbeddedRedis, redis_answers
 
 TEST_REDIS_VARIABLE = "REQDRIVE_TEST_REDIS_URL"
 CLAIM_KEY = "reqdrive-tests:db-claim:{}"

@@ -14,7 +14,7 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
 
-from bot.replay import signature
+from bot.ops.replay import signature
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "github"
 EXAMPLES = FIXTURES / "webhooks"  # octokit/webhooks' examples, <event>/<name>, byte for byte
@@ -79,7 +79,7 @@ def headers(
 # Common variants, built from real examples.
 
 # What GitHub adds to every delivery it sends to an App (octokit's example of it); reqdrive
-# refuses triggers without it (bot/intake.py NO_INSTALLATION).
+# refuses triggers without it (bot/web/intake.py NO_INSTALLATION).
 INSTALLATION = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from bot.annotations import annotation_key, failure_annotations, left_out_note, story_failures
-from worker.gates import FailureSite, GateResult, TestStatus
-from worker.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
+from bot.github.annotations import (
+    annotation_key,
+    failure_annotations,
+    left_out_note,
+    story_failures,
+)
+from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
+from worker.verdict.gates import FailureSite, GateResult, TestStatus
 
 
 def gate(

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from worker.background_reporter import BackgroundReporter
-from worker.reporting import NullReporter
-from worker.state import RunStep, StoryRecord, StoryState
+from worker.model.state import RunStep, StoryRecord, StoryState
+from worker.report.background import BackgroundReporter
+from worker.report.reporting import NullReporter
 
 
 class Flaky(NullReporter):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot import cli
-from bot.replay import signature
+from bot.ops import cli
+from bot.ops.replay import signature
 from tests.support.ports import closed_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def _env_without_secret() -> dict[str, str]:
 def _cli(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # A real process: what a user sees is stderr and the exit code, not an exception.
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", command],
+        [sys.executable, "-m", "bot.ops.cli", command],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -58,14 +58,14 @@ def test_worker_refuses_a_redis_that_does_not_answer(tmp_path: Path) -> None:
 
 def test_run_hands_every_argument_to_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[str]] = []
-    engine = types.ModuleType("worker.cli")
+    engine = types.ModuleType("worker.local.run_cli")
 
     def main(argv: list[str]) -> int:
         seen.append(argv)
         return 3
 
     monkeypatch.setattr(engine, "main", main, raising=False)
-    monkeypatch.setitem(sys.modules, "worker.cli", engine)
+    monkeypatch.setitem(sys.modules, "worker.local.run_cli", engine)
     assert cli.main(["run", "docs/requirements/REQ-001-x.md", "--help"]) == 3
     assert seen == [["docs/requirements/REQ-001-x.md", "--help"]]
 
@@ -75,7 +75,7 @@ def test_web_server_runs_in_this_interpreter_on_the_given_address() -> None:
     assert argv[:3] == [sys.executable, "-m", cli.WEB_SERVER[0]]
     assert any("8123" in arg for arg in argv)
     assert any("192.0.2.7" in arg for arg in argv)
-    assert any("bot.asgi:create_asgi_app" in arg for arg in argv)
+    assert any("bot.web.asgi:create_asgi_app" in arg for arg in argv)
 
 
 def test_replay_defaults_to_the_local_stack() -> None:

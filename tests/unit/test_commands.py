@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands import Command, normalise_story_id, parse_command
-from worker.requests import JobKind
+from bot.requests import JobKind
+from bot.web.commands import Command, normalise_story_id, parse_command
 
 
 @pytest.mark.parametrize(

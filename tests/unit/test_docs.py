@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
-from bot.cli import main
-from bot.settings import Settings
-from worker.gates import GateSpec
-from worker.repo_config import AgentConfig, RepoConfig
+from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
+from bot.ops.cli import main
+from bot.ops.settings import Settings
+from worker.model.repo_config import AgentConfig, RepoConfig
+from worker.verdict.gates import GateSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
@@ -114,7 +114,7 @@ def test_the_rq_lines_the_operations_page_names_are_rqs() -> None:
     rq_source = "".join(p.read_text() for p in Path(rq.__file__).parent.rglob("*.py"))
     rq_messages = [m for logger, m in _documented_messages() if logger.startswith("rq.")]
     assert rq_messages
-    # A job's line shows its description (bot/enqueue.py), spelled with <placeholders> or an
+    # A job's line shows its description (bot/web/enqueue.py), spelled with <placeholders> or an
     # example cut short with …; the rest are RQ's literal words.
     literal = [m for m in rq_messages if "<" not in m and "…" not in m]
     assert [m for m in literal if m not in rq_source] == []

@@ -13,9 +13,9 @@ import pytest
 
 from worker.agents.base import AgentSettings, ProcessRunner
 from worker.agents.registry import make_runner
-from worker.egress import EgressProxy, egress_proxy, endpoint, url_endpoint
-from worker.redact import Redactor
-from worker.sandbox import (
+from worker.confine.egress import EgressProxy, egress_proxy, endpoint, url_endpoint
+from worker.confine.redact import Redactor
+from worker.confine.sandbox import (
     PROXY_SOCKET_INSIDE,
     RELAY_INSIDE,
     RELAY_PORT,
@@ -246,8 +246,8 @@ def test_closing_the_proxy_ends_open_tunnels_and_removes_its_socket() -> None:
     ],
 )
 def test_reqdrive_run_refuses_a_bad_network_setting(env: dict[str, str], said: str) -> None:
-    from worker.cli import _sandbox
     from worker.exceptions import PreflightError
+    from worker.local.run_cli import _sandbox
 
     with pytest.raises(PreflightError, match=said):
         _sandbox("on", env)
@@ -255,7 +255,7 @@ def test_reqdrive_run_refuses_a_bad_network_setting(env: dict[str, str], said: s
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 def test_reqdrive_run_reads_the_network_settings() -> None:
-    from worker.cli import _sandbox
+    from worker.local.run_cli import _sandbox
 
     env = {"REQDRIVE_SANDBOX_NETWORK": "API", "REQDRIVE_SANDBOX_API_HOSTS": "llm.internal:8443"}
     sandbox = _sandbox("on", env)
@@ -307,9 +307,9 @@ def test_a_client_that_sends_no_request_is_dropped_and_frees_its_slot() -> None:
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 def test_a_worker_with_the_limit_says_so_at_start(caplog: pytest.LogCaptureFixture) -> None:
-    from worker.sandbox import SandboxMode, make_sandbox
+    from worker.confine.sandbox import SandboxMode, make_sandbox
 
-    caplog.set_level("INFO", logger="worker.sandbox")
+    caplog.set_level("INFO", logger="worker.confine.sandbox")
     make_sandbox(SandboxMode.ON, network=SandboxNetwork.API, api_hosts=[("llm.internal", 1)])
     [record] = [r for r in caplog.records if "model's API" in r.getMessage()]
     # The log call's `extra` fields become attributes LogRecord's type does not declare.

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.events import Event, Payload
-from bot.triggers import TriggerContext, triggers_for
+from bot.requests import JobKind
+from bot.web.events import Event, Payload
+from bot.web.triggers import TriggerContext, triggers_for
 from tests.support import webhooks
-from worker.requests import JobKind
 
 DELIVERIES = Path(__file__).resolve().parents[2] / "examples" / "deliveries"
 

@@ -8,8 +8,8 @@ import pytest
 import redis
 from github import GithubException
 
-from bot.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS, AppAuth
-from bot.github import (
+from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS, AppAuth
+from bot.github.client import (
     BODY_LIMIT,
     ClientSettings,
     GitHubApp,

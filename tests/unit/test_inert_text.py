@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from worker.inert_text import ZWJ, neutralize
+from worker.report.inert_text import ZWJ, neutralize
 
 # What GitHub acts on, roughly as it matches: a keyword, then an issue reference; a mention.
 GITHUB_CLOSES_RE = re.compile(

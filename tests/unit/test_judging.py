@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from worker.gates import GateResult, TestStatus
-from worker.judging import (
+from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
+from worker.verdict.gates import GateResult, TestStatus
+from worker.verdict.judging import (
     Verdict,
     fail_fast_on,
     feedback,
@@ -13,7 +14,6 @@ from worker.judging import (
     reference_gates,
     story_state,
 )
-from worker.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 
 
 def gate(passed: bool, failed: list[str] | None = None) -> GateResult:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from worker.exceptions import PrdError
-from worker.prd import parse_prd
+from worker.model.prd import parse_prd
 
 
 def story(story_id: str, priority: object = 1, **extra: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from worker.exceptions import RepoConfigError
-from worker.repo_config import (
+from worker.model.repo_config import (
     GatesMode,
     RepoConfig,
     check_repo_config,

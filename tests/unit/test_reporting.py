@@ -8,9 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.gates import GateResult, TestStatus
-from worker.reporting import STATE_ICONS, ConsoleReporter, render_pr_body
-from worker.state import (
+from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
     RunResult,
@@ -19,6 +17,8 @@ from worker.state import (
     StoryState,
     TestCheck,
 )
+from worker.report.reporting import STATE_ICONS, ConsoleReporter, render_pr_body
+from worker.verdict.gates import GateResult, TestStatus
 
 
 def gate(name: str, passed: bool, failed: list[str] | None = None) -> GateResult:

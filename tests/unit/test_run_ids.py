@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from worker.exceptions import PreflightError
-from worker.pipeline import Requirement, RunSpec
-from worker.run_ids import check_run_id
+from worker.model.run_ids import check_run_id
+from worker.run.pipeline import Requirement, RunSpec
 
 
 @pytest.mark.parametrize(

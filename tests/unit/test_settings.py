@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from bot.exceptions import ConfigurationError
-from bot.settings import load_settings
+from bot.ops.settings import load_settings
 
 
 def test_missing_webhook_secret_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,7 +76,7 @@ def test_the_checks_path_is_the_operators_choice(monkeypatch: pytest.MonkeyPatch
 def test_the_sandbox_network_is_open_unless_limited_to_the_api(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from worker.sandbox import SandboxNetwork
+    from worker.confine.sandbox import SandboxNetwork
 
     monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
     assert load_settings().reqdrive_sandbox_network is SandboxNetwork.OPEN

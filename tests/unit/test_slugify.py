@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.enqueue import SLUG_MAX, job_id_for
-from worker.requests import JobKind, RunRequest
-from worker.slugs import slugify
-from worker.workspace import mirror_name
+from bot.requests import JobKind, RunRequest
+from bot.web.enqueue import SLUG_MAX, job_id_for
+from worker.git.workspace import mirror_name
+from worker.model.slugs import slugify
 
 
 @pytest.mark.parametrize(

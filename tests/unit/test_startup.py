@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.embedded_redis import EmbeddedRedis
 from bot.exceptions import ConfigurationError
-from bot.settings import load_settings
-from bot.startup import (
+from bot.ops.embedded_redis import EmbeddedRedis
+from bot.ops.settings import load_settings
+from bot.ops.startup import (
     StackLock,
     app_credentials_problem,
     ensure_port_free,
@@ -33,7 +33,7 @@ def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
         if not k.startswith(("GITHUB_", "REQDRIVE_")) and k != "REDIS_URL"
     }
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.ops.cli", *args],
         cwd=cwd,
         env={**base, "PYTHONPATH": str(ROOT), **env},
         capture_output=True,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from worker.prd import Prd, parse_prd
-from worker.state import (
+from worker.model.prd import Prd, parse_prd
+from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
     FileCheckpointStore,

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from bot.events import Event, Payload
-from bot.triggers import PUSH_COMMITS_CAP, TriggerContext, triggers_for
+from bot.requests import JobKind, RunRequest
+from bot.web.events import Event, Payload
+from bot.web.triggers import PUSH_COMMITS_CAP, TriggerContext, triggers_for
 from tests.support import webhooks
-from worker.requests import JobKind, RunRequest
 
 CTX = TriggerContext(trigger_label="reqdrive", app_slug="reqdrive")
 REQ = "docs/requirements/REQ-001-login.md"

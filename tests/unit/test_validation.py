@@ -7,7 +7,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from worker.validation import path_of, problems
+from worker.model.validation import path_of, problems
 
 
 class Gate(BaseModel):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from worker.agents.base import AgentCall, AgentOutcome, ProcessRunner
-from worker.processes import ProcessOutcome
-from worker.redact import redact_file
+from worker.confine.processes import ProcessOutcome
+from worker.confine.redact import redact_file
 
 
 class AiderRunner(ProcessRunner):

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker.confine.processes import ProcessOutcome, run_process
+from worker.confine.redact import Redactor
+from worker.confine.sandbox import Sandbox, tool_paths
 from worker.exceptions import AgentError
-from worker.processes import ProcessOutcome, run_process
-from worker.redact import Redactor
-from worker.sandbox import Sandbox, tool_paths
 
 # What an agent may see of the worker's environment: enough to run tools, its own API
 # credentials and a git identity, nothing that reaches GitHub, Redis or the App's key.

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from worker.agents.base import AgentCall, AgentOutcome, ProcessRunner, stop_reason
+from worker.confine.processes import ProcessOutcome
 from worker.exceptions import AgentError
-from worker.processes import ProcessOutcome
-from worker.workspace import COMMITTER_EMAIL, COMMITTER_NAME
+from worker.git.workspace import COMMITTER_EMAIL, COMMITTER_NAME
 
 # Bash rules for implementing a story and running its tests. A rule covers a command with any
 # arguments (and none); each part of `a && b` or `a | b` needs its own. These rules are not a

@@ -6,8 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from worker.agents.base import AgentCall, AgentOutcome, ProcessRunner
-from worker.processes import ProcessOutcome
-from worker.redact import redact_file
+from worker.confine.processes import ProcessOutcome
+from worker.confine.redact import redact_file
 
 
 class CodexRunner(ProcessRunner):

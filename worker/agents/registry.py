@@ -9,8 +9,8 @@ from worker.agents.base import AgentRunner, AgentSettings, ProcessRunner
 from worker.agents.claude import ClaudeRunner
 from worker.agents.codex import CodexRunner
 from worker.agents.command import CommandRunner
+from worker.confine.redact import Redactor
 from worker.exceptions import AgentError
-from worker.redact import Redactor
 
 RUNNERS: dict[str, type[ProcessRunner]] = {
     ClaudeRunner.name: ClaudeRunner,

@@ -1,0 +1,473 @@
+"""The one GitHub client: PyGithub with retries, rate-limit waits, write pacing and body limits."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import redis
+import requests
+from github import Auth, Github, GithubException, GithubRetry
+from github.CheckRun import CheckRun
+from github.IssueComment import IssueComment
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+
+from bot.github.auth import AppAuth
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# GitHub refuses issue, comment, PR and check-run text over 65,536 characters.
+BODY_LIMIT = 65_536
+BODY_MARGIN = 512  # room for the note saying where the rest is, and the hidden marker
+MARKER_RE = re.compile(r"\n*(<!-- reqdrive:[^>]*-->)\s*\Z")
+# Secondary rate limit: "no more than 80 content-generating requests per minute". Counted per
+# installation in Redis, because every worker on every machine writes with its tokens.
+WRITES_PER_MINUTE = 79
+WRITE_WINDOW_S = 60.0
+WRITES_KEY = "reqdrive:writes:{installation_id}"
+# A 403/429 that names no wait: GitHub's advice for secondary limits is at least a minute.
+DEFAULT_LIMIT_WAIT_S = 60.0
+MAX_LIMIT_WAIT_S = 15 * 60.0
+MAX_ATTEMPTS = 4
+# The compare API lists at most 300 changed files (PyGithub's Comparison.files says so too);
+# a comparison that reaches it may have left files out.
+COMPARE_FILES_CAP = 300
+# Idempotent methods PyGithub's GithubRetry may repeat on a 5xx by itself. A POST is never in
+# this list: a POST that failed may have created what it asked for, so this module looks for
+# it (by marker or head branch) before it asks again.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
+
+# Sliding window over the last minute: admit one write, or say how long until one may go.
+BUDGET_SCRIPT = """
+local now, window, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) < limit then
+  redis.call('ZADD', KEYS[1], now, ARGV[4])
+  redis.call('EXPIRE', KEYS[1], math.ceil(window) + 1)
+  return '0'
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return tostring(tonumber(oldest[2]) + window - now)
+"""
+
+
+class GitHubUnavailable(Exception):
+    """GitHub kept failing (5xx, timeouts, rate limits) after every attempt."""
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How the client talks to GitHub: base URL, timeout and pacing (from Settings)."""
+
+    base_url: str = "https://api.github.com"
+    timeout_s: float = 15.0
+    seconds_between_requests: float = 0.25
+    seconds_between_writes: float = 1.0
+
+
+class WriteBudget:
+    """Content writes per installation stay under GitHub's 80 a minute, across all workers."""
+
+    def __init__(
+        self,
+        conn: redis.Redis,
+        *,
+        limit: int = WRITES_PER_MINUTE,
+        window_s: float = WRITE_WINDOW_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._script = conn.register_script(BUDGET_SCRIPT)
+        self._limit = limit
+        self._window_s = window_s
+        self._sleep = sleep
+
+    def take(self, installation_id: int) -> None:
+        """Return once one more write fits in the installation's last minute."""
+        key = WRITES_KEY.format(installation_id=installation_id)
+        while True:
+            args: list[float | int | str] = [
+                time.time(),
+                self._window_s,
+                self._limit,
+                uuid.uuid4().hex,
+            ]
+            wait = float(self._script(keys=[key], args=args))
+            if wait <= 0:
+                return
+            log.info("write budget spent", extra={"installation_id": installation_id})
+            self._sleep(wait)
+
+
+def fit_body(text: str, where: str) -> str:
+    """`text` cut below GitHub's limit, with a note saying where the full text is; the hidden
+    marker at its end, if any, is kept so the comment or PR is still found again."""
+    if len(text) <= BODY_LIMIT - BODY_MARGIN:
+        return text
+    marker = MARKER_RE.search(text)
+    kept = text[: marker.start()] if marker else text
+    note = (
+        f"\n\n… (cut: {len(text):,} characters are more than GitHub shows; "
+        f"the full text is {where})"
+    )
+    body = kept[: BODY_LIMIT - BODY_MARGIN - len(note)] + note
+    return body + (f"\n\n{marker.group(1)}\n" if marker else "\n")
+
+
+def github_retry() -> GithubRetry:
+    """PyGithub's retry for idempotent calls: 5xx, and the 403s GithubRetry recognises."""
+    return GithubRetry(
+        total=3,
+        backoff_factor=0.5,
+        status_forcelist=list(range(500, 600)),
+        allowed_methods=IDEMPOTENT_METHODS,
+    )
+
+
+def rate_limit_wait(error: GithubException, now: float | None = None) -> float | None:
+    """Seconds to wait before repeating a call GitHub refused for its rate limits; None when
+    the refusal was not about limits (a 403 for missing permission must not be repeated)."""
+    if error.status not in (403, 429):
+        return None
+    headers = {k.lower(): v for k, v in (error.headers or {}).items()}
+    retry_after = headers.get("retry-after", "")
+    if retry_after.strip().isdigit():
+        return min(float(retry_after), MAX_LIMIT_WAIT_S)
+    if (
+        headers.get("x-ratelimit-remaining") == "0"
+        and headers.get("x-ratelimit-reset", "").isdigit()
+    ):
+        reset = float(headers["x-ratelimit-reset"]) - (time.time() if now is None else now)
+        return min(max(reset, 0.0) + 1.0, MAX_LIMIT_WAIT_S)
+    message = str((error.data or {}).get("message", "")) if isinstance(error.data, dict) else ""
+    if error.status == 429 or "rate limit" in message.lower():
+        return DEFAULT_LIMIT_WAIT_S
+    return None
+
+
+def _transient(error: Exception) -> bool:
+    if isinstance(error, requests.Timeout | requests.ConnectionError):
+        return True
+    return isinstance(error, GithubException) and error.status >= 500
+
+
+class RepoClient:
+    """GitHub as reqdrive uses it for one repository, through one installation's token."""
+
+    def __init__(
+        self,
+        gh: Github,
+        repo: str,
+        installation_id: int,
+        *,
+        budget: WriteBudget | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.gh = gh
+        self.full_name = repo
+        self.installation_id = installation_id
+        self._budget = budget
+        self._sleep = sleep
+        self._repo: Repository | None = None
+        self.writes = 0  # API writes this client made (bench/, tests)
+
+    @property
+    def repo(self) -> Repository:
+        if self._repo is None:
+            self._repo = self.read(lambda: self.gh.get_repo(self.full_name))
+        return self._repo
+
+    # the retry policy -------------------------------------------------------------------------
+
+    def read(self, call: Callable[[], T]) -> T:
+        """A read: repeated on rate limits and transient failures."""
+        return self._call(call, write=False, find=None)
+
+    def write(self, call: Callable[[], T], *, find: Callable[[], T | None] | None = None) -> T:
+        """A write. If it timed out or got a 5xx it may still have happened: `find` looks for
+        what it would have made, and only when nothing is found is it asked for again."""
+        return self._call(call, write=True, find=find)
+
+    def _call(
+        self, call: Callable[[], T], *, write: bool, find: Callable[[], T | None] | None
+    ) -> T:
+        last: Exception | None = None
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            if write and self._budget is not None:
+                self._budget.take(self.installation_id)
+            try:
+                result = call()
+            except GithubException as error:
+                wait = rate_limit_wait(error)
+                if wait is None and not _transient(error):
+                    raise
+                last = error
+            except (requests.Timeout, requests.ConnectionError) as error:
+                last, wait = error, None
+            else:
+                self.writes += write
+                return result
+            if wait is None:  # transient: did the write land after all?
+                if write and find is not None:
+                    found = self._found(find)
+                    if found is not None:
+                        self.writes += 1
+                        return found
+                wait = 0.5 * 2 ** (attempt - 1)
+            log.warning(
+                "github call failed; retrying",
+                extra={"repo": self.full_name, "attempt": attempt, "wait_s": wait,
+                       "error": type(last).__name__},
+            )  # fmt: skip
+            self._sleep(wait)
+        raise GitHubUnavailable(f"GitHub did not answer after {MAX_ATTEMPTS} attempts: {last}")
+
+    def _found(self, find: Callable[[], T | None]) -> T | None:
+        try:
+            return self.read(find)
+        except GitHubUnavailable:
+            return None
+
+    # reads ------------------------------------------------------------------------------------
+
+    def role_of(self, login: str) -> str:
+        """The user's role on the repository (`role_name`: read, triage, write, maintain,
+        admin, or a custom role's name); "none" for someone without access."""
+        try:
+            return self.read(lambda: self.repo.get_collaborator_role_name(login))
+        except GithubException as error:
+            if error.status == 404:  # not a collaborator, or not a user at all
+                return "none"
+            raise
+
+    def file_text(self, path: str, ref: str) -> str | None:
+        """A file's text at a commit or branch, None when there is no such file."""
+
+        def get() -> str | None:
+            try:
+                content = self.repo.get_contents(path, ref=ref)
+            except GithubException as error:
+                if error.status == 404:
+                    return None
+                raise
+            if isinstance(content, list):  # a folder
+                return None
+            return content.decoded_content.decode("utf-8", errors="replace")
+
+        return self.read(get)
+
+    def changed_files(self, base: str, head: str) -> list[tuple[str, str]] | None:
+        """(path, status) of every file `base...head` changed; None when GitHub's comparison
+        stops at its 300 files and so may leave some out."""
+
+        def compare() -> list[tuple[str, str]]:
+            return [(f.filename, f.status) for f in self.repo.compare(base, head).files]
+
+        files = self.read(compare)
+        return None if len(files) >= COMPARE_FILES_CAP else files
+
+    def folder_shas(self, folder: str, ref: str) -> dict[str, str]:
+        """path → blob sha of the files directly in `folder` at `ref`; {} when it is absent."""
+
+        def listing() -> dict[str, str]:
+            try:
+                entries = self.repo.get_contents(folder, ref=ref)
+            except GithubException as error:
+                if error.status == 404:
+                    return {}
+                raise
+            if not isinstance(entries, list):  # a file of that name
+                return {}
+            return {e.path: e.sha for e in entries if e.type == "file"}
+
+        return self.read(listing)
+
+    def branch_sha(self, branch: str) -> str:
+        return self.read(lambda: self.repo.get_branch(branch).commit.sha)
+
+    def find_comment(self, number: int, marker: str) -> IssueComment | None:
+        """The comment on an issue or PR that carries `marker`, if any."""
+
+        def scan() -> IssueComment | None:
+            for comment in self.repo.get_issue(number).get_comments():
+                if marker in (comment.body or ""):
+                    return comment
+            return None
+
+        return self.read(scan)
+
+    def find_pull(self, branch: str) -> PullRequest | None:
+        """The open pull request whose head is `branch` in this repository."""
+        owner = self.full_name.split("/", 1)[0]
+
+        def scan() -> PullRequest | None:
+            for pull in self.repo.get_pulls(state="open", head=f"{owner}:{branch}"):
+                return pull
+            return None
+
+        return self.read(scan)
+
+    def find_check_run(self, sha: str, external_id: str) -> CheckRun | None:
+        def scan() -> CheckRun | None:
+            for run in self.repo.get_commit(sha).get_check_runs(check_name=CHECK_NAME):
+                if run.external_id == external_id:
+                    return run
+            return None
+
+        return self.read(scan)
+
+    # writes -----------------------------------------------------------------------------------
+
+    def react(self, number: int, comment_id: int | None, content: str = "eyes") -> None:
+        """A reaction on the comment, or on the issue itself; GitHub answers an existing one
+        with 200, so repeating it is harmless."""
+        if comment_id is not None:
+            self.write(lambda: self.repo.get_issue(number).get_comment(comment_id)
+                       .create_reaction(content))  # fmt: skip
+        else:
+            self.write(lambda: self.repo.get_issue(number).create_reaction(content))
+
+    def upsert_comment(
+        self, number: int, marker: str, body: str, *, known_id: int | None = None
+    ) -> int:
+        """Edit the comment carrying `marker` (created if there is none); its id."""
+        text = fit_body(body, "in the run folder on the worker")
+        comment_id = known_id
+        if comment_id is None:
+            found = self.find_comment(number, marker)
+            comment_id = found.id if found else None
+        if comment_id is not None:
+            cid = comment_id
+            self.write(lambda: self.repo.get_issue(number).get_comment(cid).edit(text))
+            return cid
+        created = self.write(
+            lambda: self.repo.get_issue(number).create_comment(text),
+            find=lambda: self.find_comment(number, marker),
+        )
+        return int(created.id)
+
+    def reply(self, number: int, body: str, *, marker: str) -> int:
+        """One reply on an issue or PR; `marker` makes a repeated call find it, not repost."""
+        return self.upsert_comment(number, marker, f"{body}\n\n{marker}\n")
+
+    def commit_comment(self, sha: str, body: str) -> None:
+        self.write(lambda: self.repo.get_commit(sha).create_comment(fit_body(body, "omitted")))
+
+    def open_pull(
+        self, *, branch: str, base: str, title: str, body: str, draft: bool
+    ) -> PullRequest:
+        """Open a pull request for `branch`, or find the one already open for it."""
+        text = fit_body(body, "in the run folder on the worker (pr.md)")
+
+        def create() -> PullRequest:
+            try:
+                return self.repo.create_pull(
+                    base=base, head=branch, title=title, body=text, draft=draft
+                )
+            except GithubException as error:
+                if error.status == 422 and "already exists" in str(error.data):
+                    existing = self.find_pull(branch)
+                    if existing is not None:
+                        return existing
+                raise
+
+        return self.write(create, find=lambda: self.find_pull(branch))
+
+    def edit_pull(self, pull: PullRequest, *, title: str, body: str) -> None:
+        text = fit_body(body, "in the run folder on the worker (pr.md)")
+        self.write(lambda: pull.edit(title=title, body=text))
+
+    def add_labels(self, pull: PullRequest, labels: Iterable[str]) -> None:
+        names = list(labels)
+        if not names:
+            return
+        # PullRequest.add_to_labels sends a bare JSON array; GitHub's description documents
+        # the {"labels": [...]} object, so the request is made as documented.
+        url = f"/repos/{self.full_name}/issues/{pull.number}/labels"
+        self.write(
+            lambda: self.gh.requester.requestJsonAndCheck("POST", url, input={"labels": names})
+        )
+
+    def set_draft(self, pull: PullRequest, draft: bool) -> None:
+        """Draft ↔ ready, which only GraphQL can change (`<base>/graphql`)."""
+        if pull.draft == draft:
+            return
+        if draft:
+            self.write(pull.convert_to_draft)
+        else:
+            self.write(pull.mark_ready_for_review)
+
+    def create_check_run(
+        self, *, sha: str, external_id: str, status: str, output: Mapping[str, Any],
+        conclusion: str | None = None,
+    ) -> CheckRun:  # fmt: skip
+        fields: dict[str, Any] = {"status": status, "output": _fit_output(output)}
+        if conclusion is not None:
+            fields["conclusion"] = conclusion
+        return self.write(
+            lambda: self.repo.create_check_run(
+                name=CHECK_NAME, head_sha=sha, external_id=external_id, **fields
+            ),
+            find=lambda: self.find_check_run(sha, external_id),
+        )
+
+    def update_check_run(
+        self, check_run_id: int, *, status: str, output: Mapping[str, Any],
+        conclusion: str | None = None,
+    ) -> None:  # fmt: skip
+        fields: dict[str, Any] = {"status": status, "output": _fit_output(output)}
+        if conclusion is not None:
+            fields["conclusion"] = conclusion
+
+        def edit() -> None:
+            self.repo.get_check_run(check_run_id).edit(**fields)
+
+        self.write(edit)
+
+
+CHECK_NAME = "reqdrive"
+
+
+def _fit_output(output: Mapping[str, Any]) -> dict[str, Any]:
+    fitted = dict(output)
+    for key in ("summary", "text"):
+        if key in fitted:
+            fitted[key] = fit_body(str(fitted[key]), "in the progress comment and the run folder")
+    return fitted
+
+
+class GitHubApp:
+    """Makes RepoClients: one installation's token for one repository, one PyGithub client."""
+
+    def __init__(
+        self,
+        auth: AppAuth,
+        settings: ClientSettings,
+        *,
+        budget: WriteBudget | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.auth = auth
+        self.settings = settings
+        self._budget = budget
+        self._sleep = sleep
+
+    def client(self, installation_id: int, repo: str, permissions: Mapping[str, str]) -> RepoClient:
+        token = self.auth.token(installation_id, repo, permissions)
+        gh = Github(
+            auth=Auth.Token(token),
+            base_url=self.settings.base_url,
+            timeout=int(max(self.settings.timeout_s, 1)),
+            retry=github_retry(),
+            lazy=True,  # objects are built from URLs; only what is read is fetched
+            seconds_between_requests=self.settings.seconds_between_requests or None,
+            seconds_between_writes=self.settings.seconds_between_writes or None,
+        )
+        return RepoClient(gh, repo, installation_id, budget=self._budget, sleep=self._sleep)

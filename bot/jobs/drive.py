@@ -1,0 +1,244 @@
+"""Run the engine for one RunRecord: lock, heartbeat, cancel flag, pipeline, GitHub reporter."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from redis.exceptions import LockError
+from rq import get_current_job
+
+from bot.github.auth import RUN_PERMISSIONS
+from bot.github.client import RepoClient
+from bot.github.reporter import GitHubReporter
+from bot.jobs.runtime import Runtime
+from bot.ops.metrics import MeteredReporter, record_run
+from bot.stores.runs import RunRecord
+from worker.confine.sandbox import api_hosts, readonly_paths, sandbox_for
+from worker.exceptions import RunLockHeld
+from worker.git.workspace import GitCredentials
+from worker.model.state import RunResult
+from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.run_lock import RedisRunLock, run_lock_key
+
+log = logging.getLogger(__name__)
+
+# The lock of workers before RedisRunLock (SET NX, EXPIRE at each beat). A run still holding it
+# during a rolling deploy keeps its requirement: checked, never taken.
+LEGACY_LOCK_KEY = "reqdrive:lock:{repo}:{source}"
+BEAT_EVERY_S = 10.0
+CANCEL_POLL_S = 1.0
+
+
+class AlreadyRunning(Exception):  # an answer, not a fault
+    """Another job holds this requirement's run."""
+
+
+@contextmanager
+def run_lock(rt: Runtime, record: RunRecord) -> Iterator[RedisRunLock]:
+    """One job per repository and requirement, on any machine: worker/run/run_lock.py's Redis lock,
+    renewed by the Monitor with each heartbeat and lasting as long, so a killed worker's lock
+    lapses no later than the heartbeat whose absence makes the sweeper queue a resume."""
+    lock = RedisRunLock(
+        rt.conn,
+        run_lock_key(record.repo, record.source),
+        timeout_s=rt.records.heartbeat_ttl_s,
+        renewer=False,
+    )
+    if rt.conn.exists(LEGACY_LOCK_KEY.format(repo=record.repo.lower(), source=record.source)):
+        raise AlreadyRunning(record.run_id)
+    # execute() turns everything its run raises into a report, so a RunLockHeld here is the
+    # lock refused on entry, never one from inside the run.
+    try:
+        with lock.held():
+            yield lock
+    except RunLockHeld:
+        raise AlreadyRunning(record.run_id) from None
+
+
+class Monitor(threading.Thread):
+    """Beats the run's heartbeat (and renews its lock) and turns a cancel flag into the cancel
+    event."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        record: RunRecord,
+        cancel: threading.Event,
+        lock: RedisRunLock | None = None,
+    ) -> None:
+        super().__init__(name=f"reqdrive-monitor-{record.run_id}", daemon=True)
+        self.rt, self.record, self.cancel, self.lock = rt, record, cancel, lock
+        self.stopping = threading.Event()
+        # Three beats per heartbeat lifetime: one late beat does not make a live run look lost.
+        ttl_s = rt.records.heartbeat_ttl_s
+        self.beat_every_ticks = max(int(min(BEAT_EVERY_S, ttl_s / 3) / CANCEL_POLL_S), 1)
+
+    def run(self) -> None:
+        ticks = 0
+        while not self.stopping.wait(CANCEL_POLL_S if ticks else 0):
+            try:
+                if ticks % self.beat_every_ticks == 0:
+                    self._beat()
+                if self.rt.records.cancel_requested(self.record.run_id):
+                    self.cancel.set()
+            except Exception:  # Redis away for a moment: the next tick tries again
+                log.warning("heartbeat failed", extra={"run_id": self.record.run_id})
+            ticks += 1
+
+    def _beat(self) -> None:
+        # The lock first: the heartbeat set after it always outlives it, so when the sweeper
+        # sees the heartbeat gone the lock is free for the resume it queues.
+        if self.lock is not None:
+            try:
+                self.lock.renew()
+            except LockError:  # lapsed (Redis away longer than its lifetime): say so, go on
+                log.error("run lock lost", extra={"run_id": self.record.run_id})
+        self.rt.records.beat(self.record.run_id)
+
+
+def reset_stories(rt: Runtime, run_id: str, story_ids: Sequence[str] | None) -> list[str]:
+    """Make stories runnable again (attempts reset; the plan, branch and other stories kept):
+    the named ones, or every story that ended without passing. Returns the ids reset."""
+    cp = rt.checkpoints.load(run_id)
+    if cp is None:
+        return []
+    known = {s.id for s in cp.stories}
+    if story_ids and not all(i in known for i in story_ids):
+        return []
+    reset = cp.retry(list(story_ids or ()), failed=not story_ids)
+    if reset:
+        rt.checkpoints.save(cp)
+    return reset
+
+
+def execute(
+    rt: Runtime,
+    client: RepoClient,
+    record: RunRecord,
+    *,
+    labels: Sequence[str] = (),
+    plan_only: bool = False,
+    note: str | None = None,
+) -> RunResult | None:
+    """Run the engine for `record` under its lock, reporting on GitHub; None if it failed."""
+    cancel = threading.Event()
+    job = get_current_job()
+    record.job_id = job.id if job else record.job_id
+    rt.records.save(record)
+    reporter_class = PlanReporter if plan_only else GitHubReporter
+    reporter = reporter_class(
+        client, record, rt.records, checkpoints=rt.checkpoints, labels=labels,
+        on_meta=_meta_saver(record), fallback_sha=lambda: client.branch_sha(record.base_branch),
+    )  # fmt: skip
+    if note:
+        reporter.note(note)
+    with run_lock(rt, record) as lock:
+        monitor = Monitor(rt, record, cancel, lock)
+        monitor.start()
+        try:
+            pipeline = Pipeline(_spec(rt, record, plan_only=plan_only),
+                                reporter=MeteredReporter(reporter, rt.conn),
+                                checkpoints=rt.checkpoints, cancel=cancel)  # fmt: skip
+            return pipeline.run()
+        except Exception as error:
+            log.exception("run failed", extra={"run_id": record.run_id})
+            if "pipeline" not in locals():  # a pipeline reports (and counts) its own failure
+                record_run(rt.conn, "failed")
+            step = getattr(pipeline, "step", "start") if "pipeline" in locals() else "start"
+            # The reporter picks the conclusion from the error's type: a config error is
+            # action_required, rq's JobTimeoutException (the job's timeout) timed_out.
+            reporter.run_failed(str(step), str(error) or type(error).__name__,
+                                error_type=type(error).__name__)  # fmt: skip
+            return None
+        finally:
+            monitor.stopping.set()
+            monitor.join()
+            rt.records.ended(record.run_id)
+            rt.records.clear_cancel(record.run_id)
+            _rerun_if_asked(rt, record)
+
+
+def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec:
+    settings = rt.settings
+
+    def credentials() -> GitCredentials:
+        # Cached by auth until shortly before it expires, so each push gets a live token.
+        return GitCredentials(rt.app.auth.token(record.installation_id, record.repo,
+                                                RUN_PERMISSIONS))  # fmt: skip
+
+    secrets = [credentials().token]  # fails here, before any work, when no token is granted
+    for secret in (settings.github_webhook_secret, settings.github_private_key):
+        if secret is not None:
+            secrets.append(secret.get_secret_value())
+    if settings.redis_url:  # the Redactor also hides its password on its own
+        secrets.append(settings.redis_url)
+    return RunSpec(
+        plan_only=plan_only,
+        superseded=lambda: rt.records.rerun_waiting(record.job_id),
+        run_id=record.run_id,
+        requirement=Requirement(
+            text=record.text, source=record.source, slug=record.slug, repo_path=record.repo_path
+        ),
+        remote_url=record.clone_url,
+        work_dir=settings.reqdrive_work_dir,
+        base_ref=record.base_branch,
+        agent_command=settings.reqdrive_agent_command,
+        default_runner=settings.reqdrive_agent,
+        source_env=rt.environment,
+        gate_path=settings.reqdrive_gate_path,
+        credentials=credentials,
+        secrets=tuple(secrets),
+        sandbox=sandbox_for(
+            settings.reqdrive_sandbox,
+            readonly_paths(settings.reqdrive_sandbox_readonly),
+            network=settings.reqdrive_sandbox_network,
+            api_hosts=api_hosts(settings.reqdrive_sandbox_api_hosts),
+        ),
+    )
+
+
+def _meta_saver(record: RunRecord) -> Any:
+    job = get_current_job()
+
+    def save(values: dict[str, object]) -> None:
+        if job is None:
+            return
+        job.meta.update({"run_id": record.run_id, "repo": record.repo,
+                         "requirement": record.source, **values})  # fmt: skip
+        job.save_meta()  # type: ignore[no-untyped-call]
+
+    save({})
+    return save
+
+
+def _rerun_if_asked(rt: Runtime, record: RunRecord) -> None:
+    """A push edited the requirement while this run ran: run the new text now."""
+    if record.job_id is None:
+        return
+    raw = rt.records.take_rerun(record.job_id)
+    if raw is None:
+        return
+    arguments = json.loads(raw)
+    rt.queue.enqueue("bot.jobs.run_requirement", kwargs=arguments,
+                     job_timeout=int(rt.settings.reqdrive_job_timeout_hours * 3600))  # fmt: skip
+    log.info("requirement changed during the run; queued again", extra={"run_id": record.run_id})
+
+
+class PlanReporter(GitHubReporter):
+    """`/reqdrive plan`: stop once the plan is ready and post it for review."""
+
+    def story_started(self, story: Any, attempt: int, iteration: int) -> None:
+        pass
+
+    def run_finished(self, result: RunResult) -> None:
+        self.ended = True
+        self.progress.stories = list(result.stories)
+        self.progress.status = "📋 Plan ready for review; nothing was built yet."
+        self.progress.ending = ["Comment `/reqdrive run` to build these stories."]
+        self._comment()
+        self._save()

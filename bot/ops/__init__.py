@@ -1,0 +1,4 @@
+"""Running the App: the reqdrive command, up, settings, logs, metrics, status, replay.
+
+Imports every bot package.
+"""

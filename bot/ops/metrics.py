@@ -1,0 +1,215 @@
+"""Counters every process adds to in Redis, and GET /metrics exposing them for Prometheus.
+
+The web process runs several server processes and the workers run anywhere, so counts live in
+one Redis hash that all of them increment; a scrape of any web process reads the same totals.
+Deliveries are counted in memory and added to Redis in the background (never on a delivery's
+path); runs, story attempts, agent time and cost are added by the worker as they happen.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import redis
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from rq import Queue, Worker
+from rq.registry import (
+    DeferredJobRegistry,
+    FailedJobRegistry,
+    ScheduledJobRegistry,
+    StartedJobRegistry,
+)
+
+from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
+from worker.report.reporting import Reporter
+
+log = logging.getLogger(__name__)
+
+METRICS_KEY = "reqdrive:metrics"
+FLUSH_EVERY_S = 2.0
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Hash fields: "<counter>|<label value>" or "<counter>" for unlabelled ones.
+DELIVERIES, RUNS, ATTEMPTS = "deliveries", "runs", "story_attempts"
+AGENT_SECONDS, AGENT_COST = "agent_seconds", "agent_cost_usd"
+
+
+class DeliveryCounter:
+    """Deliveries by answer status, counted in memory and added to Redis every few seconds."""
+
+    def __init__(self, connection: redis.Redis) -> None:
+        self._connection = connection
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._flusher_pid: int | None = None
+
+    def add(self, status: str) -> None:
+        with self._lock:
+            self._counts[status] += 1
+            if self._flusher_pid != os.getpid():  # first delivery in this (forked) process
+                self._flusher_pid = os.getpid()
+                threading.Thread(target=self._flush_forever, daemon=True).start()
+
+    def flush(self) -> None:
+        """Add what was counted to Redis; kept for the next try if Redis does not answer."""
+        with self._lock:
+            counts, self._counts = self._counts, Counter()
+        if not counts:
+            return
+        try:
+            with self._connection.pipeline(transaction=False) as pipe:
+                for status, count in counts.items():
+                    pipe.hincrby(METRICS_KEY, f"{DELIVERIES}|{status}", count)
+                pipe.execute()
+        except redis.RedisError:
+            with self._lock:
+                self._counts.update(counts)
+
+    def _flush_forever(self) -> None:
+        while True:
+            time.sleep(FLUSH_EVERY_S)
+            self.flush()
+
+
+class CountingEndpoint:
+    """WSGI middleware counting the answer to every POST /webhook by its status code."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], counter: DeliveryCounter) -> None:
+        self._app = app
+        self._counter = counter
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("PATH_INFO") != "/webhook":
+            return self._app(environ, start_response)
+
+        def counting_start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
+            self._counter.add(status.split(" ", 1)[0])
+            return start_response(status, headers, exc_info)
+
+        return self._app(environ, counting_start_response)
+
+
+class MeteredReporter:
+    """A Reporter that passes each event on, then counts story attempts, agent time and cost,
+    and how runs end.
+
+    The engine retries an event whose reporter raised (worker/report/background.py), so the
+    count comes after the inner reporter took the event: a retried event is counted once. A
+    Redis failure loses a count, never the run.
+    """
+
+    def __init__(self, inner: Reporter, connection: redis.Redis) -> None:
+        self._inner = inner
+        self._connection = connection
+
+    def run_started(self, run_id: str, source: str, branch: str) -> None:
+        self._inner.run_started(run_id, source, branch)
+
+    def step_started(self, step: RunStep) -> None:
+        self._inner.step_started(step)
+
+    def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
+        self._inner.plan_ready(stories)
+
+    def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None:
+        self._inner.story_started(story, attempt, iteration)
+
+    def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
+        self._inner.story_finished(story, attempt)
+        record_attempt(self._connection, attempt)
+
+    def branch_pushed(self, branch: str, sha: str) -> None:
+        self._inner.branch_pushed(branch, sha)
+
+    def run_finished(self, result: RunResult) -> None:
+        self._inner.run_finished(result)
+        record_run(self._connection, "ready" if result.ready else "draft")
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
+        self._inner.run_failed(step, message, error_type=error_type)
+        record_run(self._connection, "failed")
+
+
+def record_attempt(connection: redis.Redis, attempt: AttemptRecord) -> None:
+    """One agent call on a story: its outcome, how long the agent took and what it cost."""
+    try:
+        with connection.pipeline(transaction=False) as pipe:
+            pipe.hincrby(METRICS_KEY, f"{ATTEMPTS}|{attempt.outcome.value}", 1)
+            pipe.hincrbyfloat(METRICS_KEY, AGENT_SECONDS, attempt.duration_s)
+            pipe.hincrbyfloat(METRICS_KEY, AGENT_COST, attempt.cost_usd or 0.0)
+            pipe.execute()
+    except redis.RedisError:
+        log.warning("metrics not recorded", extra={"metric": ATTEMPTS})
+
+
+def record_run(connection: redis.Redis, outcome: str) -> None:
+    """A run that ended: "ready", "draft" or "failed"."""
+    try:
+        connection.hincrby(METRICS_KEY, f"{RUNS}|{outcome}", 1)
+    except redis.RedisError:
+        log.warning("metrics not recorded", extra={"metric": RUNS})
+
+
+class RedisCollector(Collector):
+    """Reads the counters and the queue's state from Redis at every scrape."""
+
+    def __init__(self, connection: redis.Redis, queue_name: str) -> None:
+        self._connection = connection
+        self._queue_name = queue_name
+
+    def collect(self) -> Iterator[Metric]:
+        stored: dict[bytes, bytes] = self._connection.hgetall(METRICS_KEY)  # type: ignore[assignment]
+        fields = {key.decode(): float(value) for key, value in stored.items()}
+        yield _labelled(fields, DELIVERIES, "answer", "Webhook deliveries answered, by HTTP status")
+        yield _labelled(fields, RUNS, "outcome", "Runs ended: ready, draft or failed")
+        yield _labelled(fields, ATTEMPTS, "outcome", "Agent calls on a story, by the verdict")
+        yield CounterMetricFamily(
+            f"reqdrive_{AGENT_SECONDS}", "Seconds agents ran", value=fields.get(AGENT_SECONDS, 0)
+        )
+        yield CounterMetricFamily(
+            f"reqdrive_{AGENT_COST}", "Agent cost reported, USD", value=fields.get(AGENT_COST, 0)
+        )
+        yield self._queue()
+        workers = GaugeMetricFamily("reqdrive_workers", "RQ workers registered on the queue")
+        queue = Queue(self._queue_name, connection=self._connection)
+        workers.add_metric([], Worker.count(queue=queue))
+        yield workers
+
+    def _queue(self) -> GaugeMetricFamily:
+        queue = Queue(self._queue_name, connection=self._connection)
+        depth = GaugeMetricFamily(
+            "reqdrive_queue_jobs", "Jobs on the queue, by state", labels=["state"]
+        )
+        depth.add_metric(["queued"], queue.count)
+        registries = {
+            "started": StartedJobRegistry,
+            "scheduled": ScheduledJobRegistry,
+            "deferred": DeferredJobRegistry,
+            "failed": FailedJobRegistry,
+        }
+        for state, registry in registries.items():
+            depth.add_metric([state], registry(queue=queue).count)
+        return depth
+
+
+def _labelled(fields: dict[str, float], name: str, label: str, text: str) -> CounterMetricFamily:
+    family = CounterMetricFamily(f"reqdrive_{name}", text, labels=[label])
+    for key, value in sorted(fields.items()):
+        counter, _, label_value = key.partition("|")
+        if counter == name and label_value:
+            family.add_metric([label_value], value)
+    return family
+
+
+def render(connection: redis.Redis, queue_name: str) -> bytes:
+    """The Prometheus text exposition of every reqdrive metric, read from Redis now."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RedisCollector(connection, queue_name))
+    return generate_latest(registry)

@@ -1,0 +1,152 @@
+"""Service settings, read once from the environment and validated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.exceptions import ConfigurationError
+from worker.confine.sandbox import SandboxMode, SandboxNetwork, api_hosts
+from worker.model.validation import problems
+
+# Which variable a user must set, by settings field, for error messages.
+ENV_NAMES = {
+    "github_webhook_secret": "GITHUB_WEBHOOK_SECRET",
+    "github_app_id": "GITHUB_APP_ID",
+    "github_private_key": "GITHUB_PRIVATE_KEY",
+    "github_private_key_path": "GITHUB_PRIVATE_KEY_PATH",
+    "redis_url": "REDIS_URL",
+    "github_api_url": "GITHUB_API_URL",
+}
+
+
+# The schemes redis-py's from_url understands.
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+# What each required variable is, for the message that asks for it.
+FIELD_HELP = {
+    "github_webhook_secret": "the webhook secret you gave GitHub when registering the App",
+}
+
+
+class Settings(BaseSettings):
+    """Everything the web and worker processes read from the environment."""
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True)
+
+    github_webhook_secret: SecretStr = Field(min_length=1)
+    github_app_id: int | None = None
+    github_private_key: SecretStr | None = None
+    github_private_key_path: Path | None = None
+    redis_url: str | None = None
+    github_api_url: str = "https://api.github.com"
+
+    reqdrive_work_dir: Path = Path(".reqdrive")
+    reqdrive_agent: str = "claude"
+    reqdrive_agent_command: str | None = None
+    reqdrive_gate_path: str | None = None  # PATH the checks run with (the operator's python)
+    reqdrive_trigger_label: str = "reqdrive"
+    # The App's slug: pushes by "<slug>[bot]" never trigger runs. Unset: no bot push triggers.
+    reqdrive_app_slug: str | None = None
+    reqdrive_job_timeout_hours: float = Field(default=6.0, gt=0)
+    reqdrive_queue: str = "reqdrive"
+    # The web process: bytes of not-yet-verified bodies one server worker holds at once (more
+    # are refused 503), and how long a body may take to arrive (then 408).
+    reqdrive_body_budget_mib: int = Field(default=64, ge=26)
+    reqdrive_body_deadline_s: float = Field(default=10.0, gt=0)
+    # Logs (bot/ops/logs.py): JSON lines, or readable text; unset, text on a terminal, else JSON.
+    reqdrive_log_format: Literal["json", "text"] | None = None
+
+    reqdrive_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Every agent call and gate runs in a bubblewrap sandbox; "off" runs them unconfined (the
+    # worker says so loudly). Extra read-only toolchain folders, separated like PATH.
+    reqdrive_sandbox: SandboxMode = SandboxMode.ON
+    reqdrive_sandbox_readonly: str = ""
+    # "api": an agent call reaches only its model's API (through the egress proxy), a check
+    # nothing; more host:port endpoints an agent call may reach, separated by commas.
+    reqdrive_sandbox_network: SandboxNetwork = SandboxNetwork.OPEN
+    reqdrive_sandbox_api_hosts: str = ""
+    # The GitHub client (bot/github/client.py): per-call timeout, and PyGithub's pacing of requests.
+    reqdrive_github_timeout_s: float = Field(default=15.0, gt=0)
+    reqdrive_github_request_interval_s: float = Field(default=0.25, ge=0)
+    reqdrive_github_write_interval_s: float = Field(default=1.0, ge=0)
+    # Content writes per installation per minute, across all workers (GitHub's limit is 80).
+    reqdrive_github_writes_per_minute: int = Field(default=79, ge=1, le=80)
+    # Recovery (bot/jobs/recovery.py): a run whose heartbeat is this old lost its worker; every
+    # worker looks for such runs this often. Lost runs resume within about their sum.
+    reqdrive_heartbeat_ttl_s: int = Field(default=45, ge=3)
+    reqdrive_recovery_sweep_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("reqdrive_log_format", mode="before")
+    @classmethod
+    def _format_any_case(cls, value: object) -> object:
+        return (value.strip().lower() or None) if isinstance(value, str) else value
+
+    @field_validator("reqdrive_log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: object) -> object:
+        return (value.strip().upper() or "INFO") if isinstance(value, str) else value
+
+    @field_validator("reqdrive_sandbox_network", mode="before")
+    @classmethod
+    def _network_any_case(cls, value: object) -> object:
+        return (value.strip().lower() or "open") if isinstance(value, str) else value
+
+    @field_validator("reqdrive_sandbox_api_hosts")
+    @classmethod
+    def _api_hosts_are_endpoints(cls, value: str) -> str:
+        api_hosts(value)  # ValueError names the entry that is not host:port
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url_has_a_scheme(cls, value: str | None) -> str | None:
+        # Checked here, once, instead of redis-py's ValueError traceback in every process.
+        # The value is not repeated: it may hold a password.
+        if not value:
+            return None  # REDIS_URL= in a .env: unset
+        if not value.startswith(REDIS_SCHEMES):
+            raise ValueError(
+                "must start with redis://, rediss:// or unix:// (for example "
+                "redis://127.0.0.1:6379/0); unset it to use the default"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _private_key_sources_exclusive(self) -> Self:
+        if self.github_private_key is not None and self.github_private_key_path is not None:
+            raise ValueError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
+        return self
+
+    def private_key_pem(self) -> str | None:
+        """The App's private key as PEM text, from the variable or the file it names."""
+        if self.github_private_key is not None:
+            return self.github_private_key.get_secret_value()
+        if self.github_private_key_path is not None:
+            return self.github_private_key_path.read_text()
+        return None
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment once; turn validation errors into one actionable message."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigurationError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = ["reqdrive is not configured:"]
+    for problem in problems(exc):
+        field = problem.field
+        name = ENV_NAMES.get(field, field.upper())
+        if problem.kind == "missing" or field in FIELD_HELP:
+            lines.append(f"  set {name}: {FIELD_HELP.get(field, 'required')}")
+        elif name:
+            lines.append(f"  {name}: {problem.reason}")
+        else:
+            lines.append(f"  {problem.reason}")
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""Decide which jobs a delivery asks for: pure functions from Event to RunRequests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.requests import JobKind, RunRequest
+from bot.web.commands import parse_command
+from bot.web.events import Event
+
+# Intake does not read the repository's config (that needs the API), so the default
+# requirementsDir is used here; a file directly in it, not in a subfolder.
+REQUIREMENT_PATH_RE = re.compile(r"\Adocs/requirements/REQ-[^/]+\.md\Z")
+BRANCH_REF_PREFIX = "refs/heads/"
+# A push webhook lists at most 2048 commits, and for a commit too large to diff in time GitHub
+# leaves its file lists empty (the push schema says both). Such a payload cannot say which
+# requirement files changed, so a job asks the compare API instead of guessing from it. (The
+# Events API's `size`/`distinct_size` are not in the webhook's payload.)
+PUSH_COMMITS_CAP = 2048
+REQDRIVE_BRANCH_PREFIX = "reqdrive/"  # the branches reqdrive pushes and opens PRs from
+
+
+@dataclass(frozen=True)
+class TriggerContext:
+    """What trigger rules need besides the event: the label and the App's own identity."""
+
+    trigger_label: str = "reqdrive"
+    app_slug: str | None = None
+
+
+# A trigger is the job it asks for: the RunRequest the worker will receive.
+Trigger = RunRequest
+TriggerRule = Callable[[Event, TriggerContext], list[Trigger]]
+
+
+def issue_labeled(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """The trigger label added to an issue → run the issue as a requirement."""
+    p = event.payload
+    if (
+        p.label is None
+        or p.issue is None
+        or p.label.name.casefold() != ctx.trigger_label.casefold()
+        or p.sender is None
+        or p.sender.is_bot  # an App (this one included) labelling an issue starts nothing
+    ):
+        return []
+    return [_request(event, JobKind.RUN, requirement=f"ISSUE-{p.issue.number}",
+                     issue_number=p.issue.number)]  # fmt: skip
+
+
+def push(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """Requirement files added or modified on the default branch → one run per file."""
+    p = event.payload
+    if p.repository is None or p.deleted or _pushed_by_app(event, ctx):
+        return []
+    default_branch = p.repository.default_branch
+    # Without the default branch we cannot tell it from others (and must not compare the
+    # ref with "refs/heads/None"); GitHub always sends it, so such a payload is not GitHub's.
+    if not default_branch or p.ref != f"{BRANCH_REF_PREFIX}{default_branch}":
+        return []  # other branches and tags (refs/tags/...) never trigger
+    if not push_lists_every_file(event) and p.after:
+        return [_request(event, JobKind.SCAN, requirement=f"PUSH-{p.after}", head_sha=p.after,
+                         base_sha=p.before)]  # fmt: skip
+    return [
+        _request(event, JobKind.RUN, requirement=path, head_sha=p.after)
+        for path in changed_requirement_files(event)
+    ]
+
+
+def push_lists_every_file(event: Event) -> bool:
+    """False when the payload may leave changed files out: commits at the cap, or a commit
+    whose file lists GitHub left empty."""
+    commits = event.payload.commits
+    if len(commits) >= PUSH_COMMITS_CAP:
+        return False
+    return all(c.added or c.modified or c.removed for c in commits)
+
+
+def changed_requirement_files(event: Event) -> list[str]:
+    """Requirement paths that exist after the push, in first-touched order.
+
+    Commits are in order, so a file added then removed within one push is not run.
+    """
+    present: dict[str, None] = {}
+    for commit in event.payload.commits:
+        for path in (*commit.added, *commit.modified):
+            if REQUIREMENT_PATH_RE.match(path):
+                present.setdefault(path)
+        for path in commit.removed:
+            present.pop(path, None)
+    return list(present)
+
+
+def comment_created(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """A /reqdrive command in a new comment by a person → the job it names."""
+    p = event.payload
+    if p.comment is None or p.issue is None or p.comment.user.is_bot:
+        return []  # bots, the App included, cannot drive reqdrive (no loops)
+    command = parse_command(p.comment.body)
+    if command is None:
+        return []
+    # On a pull request the job finds the requirement from the PR's branch and marker.
+    requirement = None if p.issue.is_pull_request else f"ISSUE-{p.issue.number}"
+    return [_request(event, command.kind, requirement=requirement, issue_number=p.issue.number,
+                     story_id=command.story_id, comment_id=p.comment.id)]  # fmt: skip
+
+
+def pull_request_closed(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """A reqdrive pull request closed or merged → stop its run, if one is going."""
+    pull = event.payload.pull_request
+    if pull is None or not pull.head.ref.startswith(REQDRIVE_BRANCH_PREFIX):
+        return []
+    return [_request(event, JobKind.CLOSE, issue_number=pull.number, branch=pull.head.ref)]
+
+
+def installation_deleted(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """The App uninstalled → drop that installation's tokens and stop its runs."""
+    installation = event.payload.installation
+    if installation is None:
+        return []
+    return [_request(event, JobKind.UNINSTALL, requirement=f"INSTALLATION-{installation.id}")]
+
+
+# (event, action) → rule. Every rule has the same shape and none depends on another.
+RULES: dict[tuple[str, str | None], TriggerRule] = {
+    ("issues", "labeled"): issue_labeled,
+    ("push", None): push,
+    ("issue_comment", "created"): comment_created,
+    ("pull_request", "closed"): pull_request_closed,
+    ("installation", "deleted"): installation_deleted,
+}
+# installation events carry no repository: the installation itself is what they are about.
+WITHOUT_REPOSITORY = frozenset({("installation", "deleted")})
+
+
+def triggers_for(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """Every job this delivery asks for; empty when reqdrive does not act on it."""
+    rule = RULES.get((event.name, event.action))
+    key = (event.name, event.action)
+    if rule is None or (event.payload.repository is None and key not in WITHOUT_REPOSITORY):
+        return []  # every job is about a repository; GitHub always sends one for these events
+    return rule(event, ctx)
+
+
+def _pushed_by_app(event: Event, ctx: TriggerContext) -> bool:
+    sender = event.payload.sender
+    if sender is None or sender.type != "Bot":
+        return False
+    # Without the slug we cannot tell our pushes from other Apps', so no Bot push triggers.
+    return ctx.app_slug is None or sender.login == f"{ctx.app_slug}[bot]"
+
+
+def _request(event: Event, kind: JobKind, **fields: object) -> RunRequest:
+    p = event.payload
+    return RunRequest(
+        kind=kind,
+        delivery_id=event.delivery_id,
+        repo=p.repository.full_name if p.repository else "",  # triggers_for checked it
+        installation_id=p.installation.id if p.installation else None,
+        sender=p.sender.login if p.sender else "",
+        **fields,
+    )

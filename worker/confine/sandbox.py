@@ -1,0 +1,322 @@
+"""The bubblewrap sandbox every agent call and gate runs in: its worktree, nothing else."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+
+from worker.confine import egress_relay
+from worker.confine.egress import Endpoint, endpoint, endpoint_text, url_endpoint
+from worker.exceptions import SandboxUnavailable
+
+LOG = logging.getLogger(__name__)
+
+# The merged-/usr links of a Debian-like system; on a system without merged /usr they are real
+# folders and are bound read-only instead.
+USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# What programs need of /etc: the dynamic linker's cache, Debian's alternatives (awk, java),
+# CA certificates, name resolution and the user database. Not all of /etc: it holds the
+# system git config (which could point hooks anywhere), shadow, ssh host keys, and files such
+# as npmrc or pip.conf that often carry registry tokens.
+ETC_ENTRIES = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl",
+    "pki",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "resolv.conf",
+    "hosts",
+    "host.conf",
+    "nsswitch.conf",
+    "gai.conf",
+    "passwd",
+    "group",
+    "localtime",
+    "timezone",
+    "mime.types",
+    "os-release",
+    "debian_version",
+    "protocols",
+    "services",
+)
+CHECK_TIMEOUT_S = 30.0
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`) on a Linux host or "
+    "container that allows user namespaces (or run the worker as root), or set "
+    "REQDRIVE_SANDBOX=off to accept running agents unconfined"
+)
+
+
+# Where the egress relay and the proxy's socket appear inside the sandbox, and the port the
+# relay listens on there (the sandbox's own loopback: no other process shares it).
+RELAY_INSIDE = Path("/run/reqdrive/egress_relay.py")
+PROXY_SOCKET_INSIDE = Path("/run/reqdrive/egress.sock")
+RELAY_PORT = 3128
+PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+
+
+class SandboxNetwork(StrEnum):
+    """REQDRIVE_SANDBOX_NETWORK: `open` shares the host's network; `api` lets an agent call
+    reach only its model's API (through the egress proxy) and the checks nothing at all."""
+
+    OPEN = "open"
+    API = "api"
+
+
+class SandboxMode(StrEnum):
+    """REQDRIVE_SANDBOX: `on` confines every agent call and gate, `off` runs them bare."""
+
+    ON = "on"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How a process is confined: bubblewrap, these paths visible, everything else absent.
+
+    `readonly` are toolchains (a language's install, the agent CLI's folder); `writable` the
+    worktree, the call's HOME and hand-over folder; `files` single read-only files (the
+    prompt). The process gets exactly the environment run_process gives it; bwrap itself is
+    started with none, because the sandbox's PID 1 keeps bwrap's environment.
+    """
+
+    readonly: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    # (file, where it appears): read-only files laid over a path inside a writable folder,
+    # e.g. the checkout's `.git`, which the agent then cannot point elsewhere.
+    shadows: tuple[tuple[Path, Path], ...] = ()
+    bwrap: str = "bwrap"
+    network: SandboxNetwork = SandboxNetwork.OPEN
+    # With the `api` network, REQDRIVE_SANDBOX_API_HOSTS: endpoints an agent call may reach
+    # besides its runner's API.
+    more_api_hosts: tuple[Endpoint, ...] = ()
+    # The endpoints this call may reach: set for an agent call by its runner (`allowing`).
+    # Empty (a check's sandbox): no proxy, so with the `api` network no way out at all.
+    api_hosts: tuple[Endpoint, ...] = ()
+    # The running egress proxy's socket for this call (egress.py): the agent then runs
+    # behind the relay, with HTTPS_PROXY pointing at it.
+    proxy_socket: Path | None = None
+    extra_args: tuple[str, ...] = field(default=())
+
+    def bind(
+        self,
+        *,
+        writable: Iterable[Path] = (),
+        readonly: Iterable[Path] = (),
+        shadows: Iterable[tuple[Path, Path]] = (),
+    ) -> Sandbox:
+        """The same sandbox with more paths visible (a call's worktree, HOME, prompt)."""
+        return replace(
+            self,
+            writable=(*self.writable, *(Path(p) for p in writable)),
+            readonly=(*self.readonly, *(Path(p) for p in readonly)),
+            shadows=(*self.shadows, *shadows),
+        )
+
+    def allowing(self, api_urls: Iterable[str]) -> Sandbox:
+        """The same sandbox letting an agent call reach these API base URLs' hosts."""
+        added = [url_endpoint(url) for url in api_urls]
+        endpoints = (*self.api_hosts, *added, *self.more_api_hosts)
+        return replace(self, api_hosts=tuple(dict.fromkeys(endpoints)))
+
+    @property
+    def limits_egress(self) -> bool:
+        """Whether a call in this sandbox needs the egress proxy started for it."""
+        return self.network is SandboxNetwork.API and bool(self.api_hosts)
+
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        keep: Iterable[str] = (),
+    ) -> tuple[list[str], dict[str, str]]:
+        """The bwrap command line running argv in cwd with env, and bwrap's own environment.
+
+        `keep` names variables bwrap itself carries too (a process marker, never a secret).
+        """
+        sandbox, argv, env = self._behind_relay(argv, env)
+        args = [self.bwrap, *sandbox._namespaces(), *_system_mounts()]
+        args += sandbox._call_mounts(cwd)
+        # The skeleton bwrap builds (folders leading to the binds) is read-only too: a file
+        # "written" beside the prompt would vanish, but the agent should not think it worked.
+        args += ["--remount-ro", "/"]
+        for name, value in env.items():
+            args += ["--setenv", name, value]
+        args += ["--chdir", str(cwd), *self.extra_args, "--", *argv]
+        return args, {name: env[name] for name in keep if name in env}
+
+    def _behind_relay(
+        self, argv: Sequence[str], env: Mapping[str, str]
+    ) -> tuple[Sandbox, list[str], dict[str, str]]:
+        """With a proxy socket: argv started by the relay, the proxy variables pointing at it,
+        and what the relay needs bound (the socket, its script, the worker's interpreter)."""
+        if self.proxy_socket is None:
+            return self, list(argv), dict(env)
+        python = relay_python()
+        relay = Path(egress_relay.__file__).resolve()
+        # The interpreter's install (pyenv under /root, say) read-only; /usr is bound anyway.
+        installs = [
+            p for p in (Path(sys.base_prefix), python.parent) if not p.is_relative_to("/usr")
+        ]
+        sandbox = self.bind(
+            readonly=installs,
+            shadows=[(self.proxy_socket, PROXY_SOCKET_INSIDE), (relay, RELAY_INSIDE)],
+        )
+        proxy_url = f"http://127.0.0.1:{RELAY_PORT}"
+        env = {**env, **dict.fromkeys(PROXY_VARIABLES, proxy_url)}
+        env.pop("NO_PROXY", None)
+        env.pop("no_proxy", None)
+        relay_argv = [str(python), "-I", "-S", str(RELAY_INSIDE), str(RELAY_PORT)]
+        return sandbox, [*relay_argv, str(PROXY_SOCKET_INSIDE), "--", *argv], env
+
+    def check(self) -> None:
+        """Start an empty sandbox once; SandboxUnavailable says why none can be made here."""
+        if shutil.which(self.bwrap) is None:
+            raise SandboxUnavailable(f"no sandbox: {self.bwrap} is not installed; {INSTALL_HINT}")
+        argv, env = self.wrap(["true"], cwd=Path("/"), env={"PATH": "/usr/bin:/bin"})
+        try:
+            done = subprocess.run(
+                argv, env=env, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            why = f"no sandbox: bwrap failed ({error}); {INSTALL_HINT}"
+            raise SandboxUnavailable(why) from None
+        if done.returncode != 0:
+            why = done.stderr.strip()[-500:] or f"exit code {done.returncode}"
+            raise SandboxUnavailable(f"no sandbox: bwrap cannot start here ({why}); {INSTALL_HINT}")
+
+    def _namespaces(self) -> list[str]:
+        # --new-session: no TIOCSTI into a terminal; --die-with-parent and the PID namespace:
+        # when the call ends, its PID 1 ends and the kernel kills everything left inside
+        # (setsid, `env -i`, a double fork), whatever environment it kept.
+        args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        if self.network is SandboxNetwork.API:
+            args.append("--unshare-net")
+        return args
+
+    def _call_mounts(self, cwd: Path) -> list[str]:
+        """The call's own paths, parents before children so a child bind is not hidden."""
+        binds = [(p, p, "--ro-bind-try") for p in self.readonly]
+        binds += [(p, p, "--bind") for p in (cwd, *self.writable)]
+        binds += [(source, target, "--ro-bind") for source, target in self.shadows]
+        args: list[str] = []
+        seen: set[Path] = set()
+        order = {"--ro-bind-try": 0, "--bind": 1, "--ro-bind": 2}
+        for source, target, option in sorted(binds, key=lambda b: (len(b[1].parts), order[b[2]])):
+            if target in seen:
+                continue
+            seen.add(target)
+            args += [option, str(source), str(target)]
+        return args
+
+
+def relay_python() -> Path:
+    """The worker's own interpreter as installed, not a virtual environment's copy or link
+    (which needs its `pyvenv.cfg`, outside the binds, to find the standard library)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    installed = Path(sys.base_prefix) / "bin" / version
+    return installed if installed.is_file() else Path(sys.executable).resolve()
+
+
+def _system_mounts() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in USR_LINKS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ETC_ENTRIES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # Fresh, empty and private to this sandbox: not the host's shared /tmp.
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]  # noqa: S108
+    return args
+
+
+def tool_paths(executable: str, path_var: str) -> list[Path]:
+    """What must be visible to start `executable` from PATH: the folder it is found in, and
+    where it really lives (an npm-installed CLI is a link into its package's node_modules,
+    whose dependencies it needs too)."""
+    found = shutil.which(executable, path=path_var)
+    if found is None:
+        return []
+    where = Path(found).absolute()
+    real = where.resolve()
+    paths = [where.parent]
+    modules = [p for p in real.parents if p.name == "node_modules"]
+    paths.append(modules[-1] if modules else real.parent)
+    return paths
+
+
+def sandbox_for(
+    mode: SandboxMode | str,
+    readonly: Iterable[Path] = (),
+    *,
+    network: SandboxNetwork | str = SandboxNetwork.OPEN,
+    api_hosts: Iterable[Endpoint] = (),
+) -> Sandbox | None:
+    """The sandbox a setting asks for, None for off (unchecked: make_sandbox checks)."""
+    if SandboxMode(mode) is SandboxMode.OFF:
+        return None
+    return Sandbox(
+        readonly=tuple(Path(p) for p in readonly),
+        network=SandboxNetwork(network),
+        more_api_hosts=tuple(api_hosts),
+    )
+
+
+def make_sandbox(
+    mode: SandboxMode | str,
+    readonly: Iterable[Path] = (),
+    *,
+    network: SandboxNetwork | str = SandboxNetwork.OPEN,
+    api_hosts: Iterable[Endpoint] = (),
+) -> Sandbox | None:
+    """The sandbox a setting asks for (None for off, said loudly), checked to work here."""
+    sandbox = sandbox_for(mode, readonly, network=network, api_hosts=api_hosts)
+    if sandbox is None:
+        LOG.warning(
+            "agents run UNCONFINED: REQDRIVE_SANDBOX=off; an agent can read this process's "
+            "files, environment and credentials",
+            extra={"sandbox": "off"},
+        )
+        return None
+    # Found once, here at the edge, on the PATH this process started with: a call's wrap()
+    # then runs this very binary, reading no environment of the worker's.
+    found = shutil.which(sandbox.bwrap)
+    if found is None:
+        raise SandboxUnavailable(f"no sandbox: {sandbox.bwrap} is not installed; {INSTALL_HINT}")
+    sandbox = replace(sandbox, bwrap=found)
+    sandbox.check()
+    if sandbox.network is SandboxNetwork.API:
+        more = [endpoint_text(e) for e in sandbox.more_api_hosts]
+        LOG.info(
+            "agent calls reach only their model's API, checks no network",
+            extra={"network": "api", "more_api_hosts": more},
+        )
+    return sandbox
+
+
+def readonly_paths(value: str | None) -> list[Path]:
+    """REQDRIVE_SANDBOX_READONLY: extra toolchain folders, separated like PATH."""
+    return [Path(p) for p in (value or "").split(os.pathsep) if p.strip()]
+
+
+def api_hosts(value: str | None) -> list[Endpoint]:
+    """REQDRIVE_SANDBOX_API_HOSTS: `host:port` endpoints separated by commas or spaces;
+    ValueError names the one that is not."""
+    return [endpoint(item) for item in (value or "").replace(",", " ").split()]

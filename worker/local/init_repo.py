@@ -1,0 +1,210 @@
+"""`reqdrive init`: a commented .github/reqdrive.yml from what the checkout shows, and a template
+requirement."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from worker.exceptions import PreflightError
+from worker.model.repo_config import DEFAULT_FORBIDDEN_PATHS
+
+CONFIG_FILE = ".github/reqdrive.yml"
+DEFAULT_REQUIREMENTS_DIR = "docs/requirements"
+EXAMPLE_NAME = "REQ-001-example.md"
+SKIPPED_DIRS = frozenset({".git", ".reqdrive", "node_modules", "vendor", "target", ".venv"})
+PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
+EXAMPLE_REQUIREMENT = """\
+# REQ-001: <one line saying what to build>
+
+## Why
+
+<Who needs this and what they cannot do today.>
+
+## What
+
+- <A behaviour a user can observe, one per line.>
+- <Another one.>
+
+## Done when
+
+- <A check a reviewer (or a test) can make: "GET /export returns a CSV with a header row".>
+
+## Out of scope
+
+- <What this requirement deliberately leaves alone.>
+"""
+
+
+@dataclass
+class Detected:
+    """What init found in the checkout, each with the reason it was chosen."""
+
+    stack: str = "unknown"
+    test_command: str | None = None
+    lint_command: str | None = None
+    junit: str | None = None  # a report path the test command writes, when it writes one
+    requirements_dir: str = DEFAULT_REQUIREMENTS_DIR
+    notes: list[str] = field(default_factory=list)
+
+
+def detect(root: Path) -> Detected:
+    """The test and lint commands and the requirements folder, from the checkout's files."""
+    found = Detected()
+    if (root / "package.json").is_file():
+        _node(root, found)
+    elif (root / "go.mod").is_file():
+        _go(found)
+    elif (root / "Cargo.toml").is_file():
+        _cargo(found)
+    elif any((root / name).is_file() for name in PYTHON_MARKERS):
+        _python(root, found)
+    else:
+        found.notes.append("no pytest, npm, go or cargo project found: set testCommand yourself")
+    existing = sorted(
+        p.parent for p in root.glob("**/REQ-*.md") if not SKIPPED_DIRS.intersection(p.parts)
+    )
+    if existing:
+        found.requirements_dir = existing[0].relative_to(root).as_posix()
+    return found
+
+
+def _python(root: Path, found: Detected) -> None:
+    found.stack = "python"
+    # The worker asks pytest for JUnit XML itself (PYTEST_ADDOPTS): no report path needed.
+    found.test_command = "python -m pytest -q"
+    pyproject = root / "pyproject.toml"
+    text = pyproject.read_text(errors="replace") if pyproject.is_file() else ""
+    if "[tool.ruff" in text or (root / "ruff.toml").is_file():
+        found.lint_command = "ruff check ."
+    elif (root / ".flake8").is_file():
+        found.lint_command = "flake8"
+
+
+def _node(root: Path, found: Detected) -> None:
+    found.stack = "node"
+    try:
+        package = json.loads((root / "package.json").read_text())
+    except (ValueError, OSError):
+        package = {}
+    scripts = package.get("scripts", {}) if isinstance(package, dict) else {}
+    scripts = scripts if isinstance(scripts, dict) else {}
+    deps = {**package.get("devDependencies", {}), **package.get("dependencies", {})}
+    if "test" in scripts:
+        found.test_command = "npm test"
+        if "jest-junit" in deps:
+            found.junit = "junit.xml"  # jest-junit's default output
+        else:
+            found.notes.append(
+                "npm test reports no per-test results: add jest-junit (or your runner's JUnit "
+                "reporter) and name its file with `junit:` for per-test verdicts"
+            )
+    else:
+        found.notes.append("package.json has no test script: set testCommand yourself")
+    if "lint" in scripts:
+        found.lint_command = "npm run lint"
+
+
+def _go(found: Detected) -> None:
+    found.stack = "go"
+    if shutil.which("gotestsum"):
+        found.test_command = "gotestsum --junitfile reqdrive-junit.xml ./..."
+        found.junit = "reqdrive-junit.xml"
+    else:
+        found.test_command = "go test ./..."
+        found.notes.append(
+            "go test reports no per-test results: install gotestsum and use "
+            "`gotestsum --junitfile reqdrive-junit.xml ./...` with junit: reqdrive-junit.xml"
+        )
+    found.lint_command = "go vet ./..."
+
+
+def _cargo(found: Detected) -> None:
+    found.stack = "cargo"
+    if shutil.which("cargo-nextest"):
+        found.test_command = "cargo nextest run --profile ci"
+        found.junit = "target/nextest/ci/junit.xml"
+        found.notes.append(
+            "nextest writes JUnit only with [profile.ci.junit] in .config/nextest.toml"
+        )
+    else:
+        found.test_command = "cargo test"
+        found.notes.append(
+            "cargo test reports no per-test results: cargo-nextest with a JUnit profile gives them"
+        )
+    found.lint_command = "cargo clippy -- -D warnings"
+
+
+def render_config(found: Detected) -> str:
+    """The commented YAML written to .github/reqdrive.yml."""
+    lines = [
+        "# reqdrive's settings for this repository, read from the base branch (the agent cannot",
+        "# change them on its own branch). Written by `reqdrive init` for a "
+        f"{found.stack} project;",
+        "# check it with `reqdrive validate`. Every key: docs/configuration.md in reqdrive.",
+        "",
+        "# Where REQ-*.md requirements live; a push adding or changing one starts a run.",
+        f"requirementsDir: {found.requirements_dir}",
+        "",
+    ]
+    if found.test_command and found.junit:
+        lines += [
+            "# The checks the worker runs after every story. This one writes JUnit XML, so",
+            "# every story is judged test by test.",
+            "gates:",
+            "  - name: tests",
+            f"    command: {json.dumps(found.test_command)}",
+            f"    junit: {found.junit}",
+        ]
+    elif found.test_command:
+        lines += [
+            "# The test command the worker runs after every story (the gate `tests`).",
+            f"testCommand: {json.dumps(found.test_command)}",
+        ]
+    else:
+        lines += [
+            "# The test command the worker runs after every story.",
+            "# testCommand: make test",
+        ]
+    lines += [f"# {note}" for note in found.notes]
+    lines.append("")
+    if found.lint_command:
+        lines += [
+            "# Run after the tests (the gate `lint`).",
+            f"lintCommand: {json.dumps(found.lint_command)}",
+        ]
+    else:
+        lines += ["# lintCommand: make lint"]
+    lines += [
+        "",
+        "# Paths the agent may not change: its writes there are reverted and reported.",
+        "forbiddenPaths:",
+        *[f'  - "{glob}"' for glob in (*DEFAULT_FORBIDDEN_PATHS, CONFIG_FILE)],
+        "",
+        "# Limits per run.",
+        "maxIterations: 10",
+        "maxStoryRetries: 3",
+        "# budgetUsd: 5",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def init_repository(root: Path, *, force: bool = False) -> tuple[list[Path], Detected]:
+    """Write the config and the example requirement; refuse to replace either without force."""
+    found = detect(root)
+    files = {
+        root / CONFIG_FILE: render_config(found),
+        root / found.requirements_dir / EXAMPLE_NAME: EXAMPLE_REQUIREMENT,
+    }
+    present = [p for p in files if p.exists()]
+    if present and not force:
+        names = ", ".join(p.relative_to(root).as_posix() for p in present)
+        verb = "exists" if len(present) == 1 else "exist"
+        raise PreflightError(f"{names} already {verb}; pass --force to replace them")
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return list(files), found

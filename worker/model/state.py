@@ -1,0 +1,341 @@
+"""Run state and checkpoints: what a run has done, saved after every story, in Redis or a file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from worker.exceptions import ResumeError
+from worker.model.prd import Prd, Story
+from worker.verdict.gates import GateResult
+
+if TYPE_CHECKING:
+    import redis
+
+CHECKPOINT_KEY = "reqdrive:checkpoint:{run_id}"
+CHECKPOINT_TTL_S = 30 * 24 * 3600  # a paused run can be resumed for a month
+CHECKPOINT_FILE = "checkpoint.json"
+FEEDBACK_CHARS = 12_000  # per failing gate, in the next attempt's prompt
+
+
+class RunStep(StrEnum):
+    """Where a run is, so a failure message can say where it stopped."""
+
+    PREFLIGHT = "preflight"
+    WORKSPACE = "workspace"
+    PLAN = "plan"
+    BASELINE = "baseline"
+    IMPLEMENT = "implement"
+    VERIFY = "verify"
+    DELIVER = "deliver"
+    DONE = "done"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class StoryState(StrEnum):
+    """The worker's verdict on a story; the agent's own claims never set it."""
+
+    PENDING = "pending"  # not tried yet, or tried and still has attempts left
+    PASSED = "passed"  # every test it owns passes, and every test that passed still does
+    FAILED = "failed"  # every attempt failed
+    # It passed only with a change to what a gate runs (a gate script, conftest.py, test
+    # configuration): kept for a person to judge, never called passed.
+    NEEDS_REVIEW = "needs review"
+    # Its gates fail on the base commit too and give no per-test results, so the worker
+    # cannot tell whether this story made things worse. Kept, never retried.
+    UNVERIFIED = "unverified"
+
+
+class AttemptOutcome(StrEnum):
+    """How one agent call on a story ended, as the worker judged it."""
+
+    PASSED = "passed"
+    UNVERIFIED = "unverified"
+    NEEDS_REVIEW = "needs review"
+    GATES_FAILED = "gates failed"
+    NO_CHANGES = "no changes"
+    AGENT_TIMED_OUT = "agent timed out"
+    # The change holds the exact value of a secret (an API key, the worker's token): it
+    # would be pushed, and redacting the run folder would not take it back.
+    CREDENTIAL_IN_CHANGE = "credential in change"
+    CANCELLED = "cancelled"  # stopped by the user; does not count as an attempt
+
+
+class StopReason(StrEnum):
+    """Why the implement loop stopped."""
+
+    ALL_STORIES_PASSED = "all stories passed"
+    STORIES_SETTLED = "no story left to try"  # some failed or are unverified
+    MAX_ITERATIONS = "maxIterations reached"
+    BUDGET_SPENT = "budgetUsd spent"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "the requirement changed"  # a newer text runs next, on the same branch
+
+
+class TestCheck(BaseModel):
+    """One test a story was judged on: its status before the story and after it."""
+
+    __test__ = False  # a domain name, not a test class for pytest to collect
+
+    id: str
+    before: str  # passed, failed, skipped, missing (not reported)
+    after: str
+    owned: bool = False  # the plan gave it to this story, or the story added it
+    added: bool = False  # the story wrote it; `at_parent` is its result without the change
+    at_parent: str | None = None
+    problem: str = ""  # why this test keeps the story from passing; "" when it does not
+
+
+class AttemptRecord(BaseModel):
+    """One agent call on one story and what the worker made of it."""
+
+    iteration: int
+    attempt: int
+    outcome: AttemptOutcome
+    reason: str = ""
+    commit: str | None = None
+    forbidden_writes: list[str] = Field(default_factory=list)
+    refused_tools: list[str] = Field(default_factory=list)  # tool calls the agent was denied
+    gates: list[GateResult] = Field(default_factory=list)
+    tests: list[TestCheck] = Field(default_factory=list)
+    # Files the story changed that decide what a gate runs (its script, conftest.py, ...).
+    gate_changes: list[str] = Field(default_factory=list)
+    agent_exit_code: int | None = None
+    cost_usd: float | None = None
+    duration_s: float = 0.0
+
+
+class StoryRecord(Story):
+    """A story of the plan with the worker's verdict and the history of its attempts."""
+
+    # The plan's story stays as planned; the verdict and attempts change as the run goes.
+    model_config = ConfigDict(frozen=False)
+
+    state: StoryState = StoryState.PENDING
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    # Attempts before a retry asked for it again: kept for the record, no longer counted.
+    earlier_attempts: list[AttemptRecord] = Field(default_factory=list)
+    commit: str | None = None
+
+    @property
+    def feedback(self) -> str | None:
+        """What the last failed attempt's gates said, for the next attempt's prompt."""
+        if not self.attempts or self.attempts[-1].outcome is AttemptOutcome.PASSED:
+            return None
+        last = self.attempts[-1]
+        failing = [g for g in last.gates if not g.passed]
+        if not failing:
+            return last.reason or None
+        # The end of a test run's output is where failures are summarised; keep prompts small.
+        return "\n\n".join(
+            f"$ {g.command}\n{g.output_tail.strip()[-FEEDBACK_CHARS:]}" for g in failing
+        )
+
+
+class Checkpoint(BaseModel):
+    """Everything needed to resume a run where it stopped, saved after every story."""
+
+    run_id: str
+    requirement_source: str
+    requirement_sha256: str = ""  # a resumed run must build the same requirement
+    branch: str
+    base_ref: str
+    base_sha: str
+    status: RunStatus = RunStatus.RUNNING
+    step: RunStep = RunStep.WORKSPACE
+    # The last good commit: passed stories on top of the base. A resumed run starts here.
+    head_sha: str
+    pushed_sha: str | None = None
+    iteration: int = 0
+    # The iteration a retry started from: maxIterations counts from here.
+    retry_from: int = 0
+    plan_attempts: int = 0
+    prd: Prd | None = None
+    stories: list[StoryRecord] = Field(default_factory=list)
+    baseline: list[GateResult] | None = None
+    cost_usd: float = 0.0
+    stop_reason: StopReason | None = None
+    error: str | None = None
+    started_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stories_from_older_checkpoints(cls, data: object) -> object:
+        """Checkpoints written before the story record was built on the plan's story kept
+        each story's description and notes only in the stored PRD: copy them across, so a
+        run resumed after an upgrade prompts with the same story."""
+        if not isinstance(data, dict) or not isinstance(data.get("prd"), dict):
+            return data
+        planned = data["prd"].get("userStories", data["prd"].get("user_stories"))
+        stories = data.get("stories")
+        if not isinstance(planned, list) or not isinstance(stories, list):
+            return data
+        by_id = {s.get("id"): s for s in planned if isinstance(s, dict)}
+        return {**data, "stories": [_with_plan_text(s, by_id) for s in stories]}
+
+    def story(self, story_id: str) -> StoryRecord:
+        for record in self.stories:
+            if record.id == story_id:
+                return record
+        raise KeyError(story_id)
+
+    def stories_in(self, *states: StoryState) -> list[StoryRecord]:
+        return [s for s in self.stories if s.state in states]
+
+    def retry(self, story_ids: Sequence[str], *, failed: bool = False) -> list[str]:
+        """Make stories pending again with no attempts counted: the named ones, and with
+        `failed` every story that ended without passing. Returns the ids reset.
+
+        A story already pending is left as it is, so a retried run that is itself resumed
+        goes on with the attempts it made. The plan, the branch and other stories are kept.
+        """
+        check_retry(self, self.run_id, story_ids)
+        wanted = set(story_ids)
+        reset = []
+        for story in self.stories:
+            asked = story.id in wanted or (failed and story.state in SETTLED_UNPASSED)
+            if asked and story.state is not StoryState.PENDING:
+                story.earlier_attempts += story.attempts
+                story.state, story.attempts, story.commit = StoryState.PENDING, [], None
+                reset.append(story.id)
+        if reset:
+            self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
+        return reset
+
+
+def check_retry(checkpoint: Checkpoint | None, run_id: str, story_ids: Sequence[str]) -> None:
+    """Refuse a retry of a run never started or of stories its plan does not have."""
+    if checkpoint is None:
+        raise ResumeError(f"nothing to retry: run {run_id} has no checkpoint; start it first")
+    known = [s.id for s in checkpoint.stories]
+    unknown = [i for i in story_ids if i not in known]
+    if unknown:
+        raise ResumeError(
+            f"cannot retry {', '.join(unknown)}: the plan has "
+            + (", ".join(known) if known else "no stories yet")
+        )
+
+
+def _with_plan_text(story: object, planned: dict[object, dict[str, object]]) -> object:
+    if not isinstance(story, dict) or story.get("id") not in planned:
+        return story
+    plan = planned[story["id"]]
+    return {k: plan[k] for k in ("description", "notes") if k in plan} | story
+
+
+def select_next_story(
+    stories: Sequence[StoryRecord], *, max_story_retries: int
+) -> StoryRecord | None:
+    """The story to work on next: pending (not passed, not settled), under the retry limit.
+
+    Lowest priority number first, then id, so the same state always gives the same story.
+    """
+    candidates = [
+        s for s in stories if s.state is StoryState.PENDING and len(s.attempts) < max_story_retries
+    ]
+    return min(candidates, key=lambda s: (s.priority, s.id), default=None)
+
+
+# Stories that ended without passing: what "retry every failed story" runs again.
+SETTLED_UNPASSED = (StoryState.FAILED, StoryState.UNVERIFIED, StoryState.NEEDS_REVIEW)
+
+
+class CheckpointStore(Protocol):
+    """Where checkpoints live: Redis for the service, a file beside the run for local runs."""
+
+    def load(self, run_id: str) -> Checkpoint | None: ...
+
+    def save(self, checkpoint: Checkpoint) -> None: ...
+
+
+class RedisCheckpointStore:
+    """Checkpoints in Redis, so a job retried on another machine finds them."""
+
+    def __init__(self, conn: redis.Redis, *, ttl_s: int = CHECKPOINT_TTL_S) -> None:
+        self._conn = conn
+        self._ttl_s = ttl_s
+
+    def load(self, run_id: str) -> Checkpoint | None:
+        raw = self._conn.get(CHECKPOINT_KEY.format(run_id=run_id))
+        return None if raw is None else Checkpoint.model_validate_json(raw)
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        checkpoint.updated_at = time.time()
+        key = CHECKPOINT_KEY.format(run_id=checkpoint.run_id)
+        self._conn.set(key, checkpoint.model_dump_json(), ex=self._ttl_s)
+
+
+class FileCheckpointStore:
+    """Checkpoints as runs/<run-id>/checkpoint.json, replaced atomically so a kill mid-write
+    leaves the previous checkpoint intact."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self._runs_dir = runs_dir
+
+    def path(self, run_id: str) -> Path:
+        return self._runs_dir / run_id / CHECKPOINT_FILE
+
+    def load(self, run_id: str) -> Checkpoint | None:
+        path = self.path(run_id)
+        if not path.exists():
+            return None
+        return Checkpoint.model_validate_json(path.read_text())
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        checkpoint.updated_at = time.time()
+        path = self.path(checkpoint.run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with tmp.open("w") as handle:
+                handle.write(checkpoint.model_dump_json(indent=2))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+
+class RunResult(BaseModel):
+    """What a run achieved, for the PR body, the console and the job's return value."""
+
+    run_id: str
+    requirement_source: str
+    project: str
+    branch: str
+    base_ref: str
+    base_sha: str
+    head_sha: str
+    stories: list[StoryRecord]
+    final_gates: list[GateResult]
+    baseline_gates: list[GateResult]
+    fixed_tests: list[str] = Field(default_factory=list)
+    remaining_tests: list[str] = Field(default_factory=list)
+    # Tests failing on the final branch, each with the reason a reader needs.
+    still_failing: dict[str, str] = Field(default_factory=dict)
+    # Baseline failures no story claimed: kept as final checks.
+    unclaimed_tests: list[str] = Field(default_factory=list)
+    per_test_results: bool = False  # did any check report results per test id?
+    ready: bool
+    draft_reason: str | None = None
+    stop_reason: StopReason | None = None  # None while the run is still going (a PR mid-run)
+    cost_usd: float = 0.0
+    duration_s: float = 0.0
+    run_dir: str = ""
+
+    def count(self, state: StoryState) -> int:
+        return sum(1 for s in self.stories if s.state is state)

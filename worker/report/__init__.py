@@ -1,0 +1,4 @@
+"""Where a run's progress goes: the Reporter protocol, the console, the PR body.
+
+Imports worker.model only.
+"""

@@ -1,0 +1,405 @@
+"""Progress reporting behind one protocol, a console reporter, and the PR body render."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from typing import Protocol, TextIO
+
+from worker.model.state import (
+    AttemptOutcome,
+    AttemptRecord,
+    RunResult,
+    RunStep,
+    StoryRecord,
+    StoryState,
+    TestCheck,
+)
+from worker.report.inert_text import neutralize
+from worker.verdict.gates import GateResult
+
+RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
+STATE_ICONS = {
+    StoryState.PASSED: "✅",
+    StoryState.FAILED: "❌",
+    StoryState.UNVERIFIED: "⚠️",
+    StoryState.PENDING: "⏳",
+    StoryState.NEEDS_REVIEW: "🔎",
+}
+# The order states are counted in, in the headline and the console.
+STATE_ORDER = (
+    StoryState.PASSED,
+    StoryState.NEEDS_REVIEW,
+    StoryState.UNVERIFIED,
+    StoryState.FAILED,
+    StoryState.PENDING,
+)
+
+# C0 controls (tab and newline included: a line or cell is one line), DEL and C1 controls.
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class Reporter(Protocol):
+    """Receives a run's progress; GitHub and the console are two implementations.
+
+    Every run that starts ends with exactly one of `run_finished` (a result: ready, draft,
+    cancelled, budget or iterations spent) or `run_failed` (the step it stopped at and a
+    redacted message, with the exception's class name so a reporter can tell a configuration
+    error from a fault). The engine delivers events in order from a thread of its own
+    (worker.report.background), so an implementation may be slow or raise: it is retried.
+    """
+
+    def run_started(self, run_id: str, source: str, branch: str) -> None: ...
+
+    def step_started(self, step: RunStep) -> None: ...
+
+    def plan_ready(self, stories: Sequence[StoryRecord]) -> None: ...
+
+    def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None: ...
+
+    def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None: ...
+
+    def branch_pushed(self, branch: str, sha: str) -> None: ...
+
+    def run_finished(self, result: RunResult) -> None: ...
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None: ...
+
+
+class NullReporter:
+    """Reports nowhere (jobs that only need the result, benchmarks)."""
+
+    def run_started(self, run_id: str, source: str, branch: str) -> None:
+        pass
+
+    def step_started(self, step: RunStep) -> None:
+        pass
+
+    def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
+        pass
+
+    def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None:
+        pass
+
+    def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
+        pass
+
+    def branch_pushed(self, branch: str, sha: str) -> None:
+        pass
+
+    def run_finished(self, result: RunResult) -> None:
+        pass
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
+        pass
+
+
+class ConsoleReporter:
+    """One line per event, as it happens, for `reqdrive run` in a terminal."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stdout
+
+    def _say(self, text: str) -> None:
+        print(text, file=self._stream, flush=True)
+
+    def run_started(self, run_id: str, source: str, branch: str) -> None:
+        self._say(f"reqdrive run {run_id}: {source} → {branch}")
+
+    def step_started(self, step: RunStep) -> None:
+        pass  # the console shows the plan and the stories themselves, not each step
+
+    def branch_pushed(self, branch: str, sha: str) -> None:
+        self._say(f"  pushed {branch} at {sha[:12]}")
+
+    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
+        self._say(f"failed at the {step} step: {message}")
+
+    def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
+        self._say(f"plan: {count_stories(len(stories))}")
+        for story in sorted(stories, key=lambda s: (s.priority, s.id)):
+            self._say(
+                f"  {STATE_ICONS[story.state]} {story.id} (priority {story.priority}) {story.title}"
+            )
+
+    def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None:
+        self._say(f"→ {story.id} attempt {attempt} (iteration {iteration}): {story.title}")
+
+    def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
+        gates = ", ".join(f"{g.name} {'ok' if g.passed else 'FAILED'}" for g in attempt.gates)
+        detail = f" [{gates}]" if gates else ""
+        why = f": {attempt.reason}" if attempt.reason else ""
+        self._say(
+            f"  {story.id} attempt {attempt.attempt} {attempt.outcome}{why}{detail} "
+            f"→ story {story.state} ({attempt.duration_s:.1f}s)"
+        )
+
+    def run_finished(self, result: RunResult) -> None:
+        verdict = "ready for review" if result.ready else f"draft: {result.draft_reason}"
+        self._say(
+            f"done: {story_counts(result.stories)}; stopped because {result.stop_reason}; {verdict}"
+        )
+        self._say(
+            f"  branch {result.branch} at {result.head_sha[:12]}; PR body in {result.run_dir}/pr.md"
+        )
+
+
+def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str:
+    """The pull request body, from the run's result alone (pure)."""
+    parts = [
+        _summary(result),
+        *([f"Closes #{closes_issue}"] if closes_issue is not None else []),
+        _stories_table(result.stories),
+        _story_details(result.stories),
+        _gates_table(result.baseline_gates, result.final_gates),
+        _baseline_section(result),
+        _still_failing(result),
+        _reverted_and_refused(result.stories),
+        _checklist(result.stories),
+        _time_and_cost(result),
+        RUN_MARKER.format(run_id=_cell(result.run_id)),
+    ]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def count_stories(n: int) -> str:
+    """ "1 story", "2 stories": every place that counts stories says it the same way."""
+    return f"{n} story" if n == 1 else f"{n} stories"
+
+
+def story_counts(stories: Sequence[StoryRecord]) -> str:
+    """ "3 stories: 2 passed, 1 failed": every state with its count, in one order."""
+    total = len(stories)
+    counts = [
+        f"{n} {state}"
+        for state in STATE_ORDER
+        if (n := sum(1 for s in stories if s.state is state))
+    ]
+    return f"{count_stories(total)}: " + (", ".join(counts) if counts else "none planned")
+
+
+def _source(source: str) -> str:
+    # A requirement given as text on the command line has no file to name.
+    return "the requirement given as text" if source == "text" else f"`{_inline(source)}`"
+
+
+def _summary(result: RunResult) -> str:
+    lines = [
+        f"## {_inline(result.project or result.requirement_source)}",
+        "",
+        f"reqdrive ran **{story_counts(result.stories)}** for "
+        f"{_source(result.requirement_source)} on `{result.branch}` "
+        f"(base `{result.base_ref}` at `{result.base_sha[:12]}`). "
+        "Every verdict below comes from the worker running the repository's own checks, "
+        "not from the agent.",
+    ]
+    if result.ready:
+        unverified = result.count(StoryState.UNVERIFIED)
+        if unverified:
+            lines.append(
+                f"\n**Ready for review**: the final checks are green; {unverified} of "
+                f"{len(result.stories)} stories are unverified (see below)."
+            )
+        else:
+            lines.append(
+                "\n**Ready for review**: every story passed and the final checks are green."
+            )
+    else:
+        lines.append(f"\n**Draft**: {_inline(result.draft_reason or 'not every check passed')}.")
+    if result.stop_reason is not None:
+        lines.append(f"Stopped because: {result.stop_reason}.")
+    if not result.per_test_results and (result.final_gates or result.baseline_gates):
+        lines.append(
+            "\n**No per-test results**: this repository's checks report no result per test "
+            "(no JUnit XML), so the worker could only see whole checks pass or fail. A story is "
+            "*passed* when every check is green after it, and *unverified* when a check that "
+            "already failed before it still fails: nothing shows whether it did its job. "
+            "Name your test runner's report with `junit:` in the gate to get per-test verdicts."
+        )
+    return "\n".join(lines)
+
+
+def _stories_table(stories: Sequence[StoryRecord]) -> str:
+    rows = [
+        "### Stories",
+        "",
+        "| | Story | Title | State | Attempts | Tests | Commit |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in stories:
+        commit = f"`{s.commit[:12]}`" if s.commit else "—"
+        last = s.attempts[-1].reason if s.attempts and s.state is not StoryState.PASSED else ""
+        state = f"{s.state}" + (f" ({_cell(last)})" if last else "")
+        rows.append(
+            f"| {STATE_ICONS[s.state]} | {_cell(s.id)} | {_cell(s.title)} | {state} "
+            f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} |"
+        )
+    return "\n".join(rows)
+
+
+def _tests_cell(story: StoryRecord) -> str:
+    checks = [c for c in _last_checks(story) if c.owned]
+    if not checks:
+        return "—" if not story.tests else f"{len(story.tests)} owned"
+    passing = sum(1 for c in checks if c.after == "passed" and not c.problem)
+    return f"{passing} of {len(checks)} pass"
+
+
+def _last_checks(story: StoryRecord) -> list[TestCheck]:
+    return story.attempts[-1].tests if story.attempts else []
+
+
+def _story_details(stories: Sequence[StoryRecord]) -> str:
+    lines = ["### What each story was judged on"]
+    for s in stories:
+        tried = len(s.attempts)
+        lines += ["", f"**{_cell(s.id)}** — {s.state} after {tried} attempt{'s' * (tried != 1)}"]
+        lines += _test_lines(s)
+        for attempt in s.attempts:
+            if attempt.outcome is not AttemptOutcome.PASSED or attempt.reason:
+                why = f": {_inline(attempt.reason)}" if attempt.reason else ""
+                lines.append(f"- attempt {attempt.attempt}: {attempt.outcome}{why}")
+            if attempt.gate_changes:
+                lines.append(
+                    f"- attempt {attempt.attempt} changed what a gate runs: "
+                    + ", ".join(f"`{_cell(p)}`" for p in attempt.gate_changes)
+                )
+    return "\n".join(lines)
+
+
+def _test_lines(story: StoryRecord) -> list[str]:
+    checks = _last_checks(story)
+    owned = [c for c in checks if c.owned]
+    lines = []
+    for c in owned:
+        parent = f"; without the story's change: {c.at_parent}" if c.added else ""
+        kind = "added" if c.added else "owned"
+        problem = f" — {_inline(c.problem)}" if c.problem else ""
+        lines.append(f"- `{_cell(c.id)}` ({kind}): {c.before} → {c.after}{parent}{problem}")
+    if not owned and story.tests:
+        lines += [f"- `{_cell(t)}` (owned): not judged yet" for t in story.tests]
+    broken = [c for c in checks if not c.owned and c.problem]
+    lines += [f"- `{_cell(c.id)}`: {c.before} → {c.after} — {_inline(c.problem)}" for c in broken]
+    if not owned and not story.tests and story.attempts:
+        lines.append("- no test of its own: judged only on not breaking the others")
+    return lines
+
+
+def _gates_table(baseline: Sequence[GateResult], final: Sequence[GateResult]) -> str:
+    if not final and not baseline:
+        return (
+            "### Checks\n\nNo gates are configured (`testCommand`, `lintCommand`, `gates`): "
+            "nothing verified these changes."
+        )
+    before = {g.name: g for g in baseline}
+    rows = [
+        "### Checks",
+        "",
+        "| Gate | Base commit | This branch | Command |",
+        "| --- | --- | --- | --- |",
+    ]
+    for gate in final:
+        rows.append(
+            f"| {_cell(gate.name)} | {_gate_state(before.get(gate.name))} "
+            f"| {_gate_state(gate)} | `{_cell(gate.command)}` |"
+        )
+    return "\n".join(rows)
+
+
+def _gate_state(gate: GateResult | None) -> str:
+    if gate is None:
+        return "not run"
+    if gate.timed_out:
+        return "⏱️ timed out"
+    if gate.tests is not None and not gate.tests:
+        return ("✅ pass" if gate.passed else "❌ fail") + " (no tests ran)"
+    counted = "" if gate.tests is None else f" ({len(gate.tests)} tests)"
+    if gate.passed:
+        return f"✅ pass{counted}"
+    if gate.tests is None or gate.failed_tests is None:
+        return "❌ fail"
+    return f"❌ fail ({len(gate.failed_tests)} of {len(gate.tests)} tests failing)"
+
+
+def _baseline_section(result: RunResult) -> str:
+    before = [g for g in result.baseline_gates if g.tests]
+    if before and all(g.passed for g in result.baseline_gates):
+        total = sum(len(g.tests or {}) for g in before)
+        return (
+            f"### The base commit\n\nEvery test passed on the base commit ({total} tests): "
+            "each story had to keep them passing and prove itself with tests of its own."
+        )
+    if not result.fixed_tests and not result.remaining_tests:
+        return ""
+    lines = [
+        "### Failures on the base commit",
+        "",
+        "These tests failed before this run; the plan gave each to the story that must make "
+        "it pass.",
+    ]
+    if result.fixed_tests:
+        lines += ["", f"Fixed by this branch ({len(result.fixed_tests)}):"]
+        lines += [f"- `{_cell(t)}`" for t in result.fixed_tests]
+    if result.remaining_tests:
+        lines += ["", f"Still failing ({len(result.remaining_tests)}):"]
+        lines += [f"- `{_cell(t)}`" for t in result.remaining_tests]
+    return "\n".join(lines)
+
+
+def _still_failing(result: RunResult) -> str:
+    if not result.per_test_results:
+        return ""
+    if not result.still_failing:
+        return "### Tests still failing\n\nNone: every test the checks ran passes on this branch."
+    lines = ["### Tests still failing", ""]
+    lines += [f"- `{_cell(t)}`: {_inline(why)}" for t, why in result.still_failing.items()]
+    return "\n".join(lines)
+
+
+def _reverted_and_refused(stories: Sequence[StoryRecord]) -> str:
+    lines = []
+    for s in stories:
+        for a in s.attempts:
+            label = f"{_cell(s.id)} attempt {a.attempt}"
+            lines += [f"- {label}: reverted write to `{_cell(p)}`" for p in a.forbidden_writes]
+            lines += [f"- {label}: refused tool call `{_cell(t)}`" for t in a.refused_tools]
+    if not lines:
+        return ""
+    return "### Reverted writes and refused tool calls\n\n" + "\n".join(lines)
+
+
+def _checklist(stories: Sequence[StoryRecord]) -> str:
+    lines = [
+        "### Acceptance checklist",
+        "",
+        "For the reviewer: the checks above ran the tests; "
+        "these are the criteria the plan promised.",
+    ]
+    for s in stories:
+        lines += ["", f"**{_cell(s.id)}: {_cell(s.title)}** ({s.state})"]
+        lines += [f"- [ ] {_inline(c)}" for c in s.acceptance_criteria]
+    return "\n".join(lines)
+
+
+def _time_and_cost(result: RunResult) -> str:
+    attempts = sum(len(s.attempts) for s in result.stories)
+    minutes, seconds = divmod(int(result.duration_s), 60)
+    return (
+        f"### Time and cost\n\n{minutes}m {seconds:02d}s, {attempts} agent attempts, "
+        f"${result.cost_usd:.2f} reported by the agent."
+    )
+
+
+def _inline(text: str) -> str:
+    # Agent- and user-written text must not close our HTML comment marker or fake a new one,
+    # close other issues on merge or ping people.
+    text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").replace("\n", " ")
+    # Nor carry control characters (a file name may hold any): shown escaped, an escape
+    # sequence cannot retitle or write the clipboard of the terminal that shows `pr.md`.
+    text = CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return neutralize(text).strip()
+
+
+def _cell(text: str) -> str:
+    return _inline(text).replace("|", "\\|").replace("`", "'")

@@ -1,0 +1,93 @@
+"""The deliver step: the run's result, and the summary, patch and PR body it leaves behind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from worker.model.state import Checkpoint, RunResult, StopReason, StoryState
+from worker.report.reporting import render_pr_body
+from worker.run.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
+from worker.verdict.gates import GateResult
+from worker.verdict.judging import (
+    baseline_changes,
+    final_failures,
+    readiness,
+    tests_by_id,
+    unclaimed,
+)
+
+
+def run_result(
+    cp: Checkpoint,
+    final: list[GateResult],
+    *,
+    project: str,
+    expected_gates: Sequence[str],
+    stop: StopReason,
+    duration_s: float,
+    run_dir: str,
+) -> RunResult:
+    """What the run did, judged: which stories passed, which baseline failures it fixed,
+    ready for review or a draft and why."""
+    fixed, remaining = baseline_changes(cp.baseline or [], final)
+    ready, why = readiness(cp.stories, final, expected_gates=expected_gates, stop=stop)
+    return RunResult(
+        run_id=cp.run_id,
+        requirement_source=cp.requirement_source,
+        project=project,
+        branch=cp.branch,
+        base_ref=cp.base_ref,
+        base_sha=cp.base_sha,
+        head_sha=cp.head_sha,
+        stories=cp.stories,
+        final_gates=final,
+        baseline_gates=cp.baseline or [],
+        fixed_tests=fixed,
+        remaining_tests=remaining,
+        still_failing=final_failures(cp.stories, cp.baseline or [], final),
+        unclaimed_tests=unclaimed(cp.stories, cp.baseline or []),
+        per_test_results=any(
+            tests_by_id(gates) is not None for gates in (cp.baseline or [], final)
+        ),
+        ready=ready,
+        draft_reason=why,
+        stop_reason=stop,
+        cost_usd=round(cp.cost_usd, 4),
+        duration_s=round(duration_s, 3),
+        run_dir=run_dir,
+    )
+
+
+def write_delivery(folder: RunFolder, result: RunResult, *, iterations: int, diff: str) -> None:
+    """verification-summary.json, changes.patch (the branch's diff) and pr.md."""
+    folder.write_json(VERIFICATION_SUMMARY, verification_summary(result, iterations))
+    folder.write_text(CHANGES_PATCH, diff + "\n" if diff else "")
+    folder.write_text(PR_BODY, render_pr_body(result))
+    folder.sweep(full=True)
+
+
+def verification_summary(result: RunResult, iterations: int) -> dict[str, object]:
+    """The run's verdict as plain JSON, for machines reading the run folder."""
+    return {
+        "run_id": result.run_id,
+        "branch": result.branch,
+        "base_sha": result.base_sha,
+        "head_sha": result.head_sha,
+        "stories": {
+            "total": len(result.stories),
+            **{str(state): result.count(state) for state in StoryState},
+            "by_id": {s.id: str(s.state) for s in result.stories},
+        },
+        "iterations": iterations,
+        "gates": [g.model_dump(exclude={"output_tail"}) for g in result.final_gates],
+        "all_gates_passed": all(g.passed for g in result.final_gates),
+        "baseline_fixed_tests": result.fixed_tests,
+        "baseline_remaining_tests": result.remaining_tests,
+        "still_failing": result.still_failing,
+        "unclaimed_tests": result.unclaimed_tests,
+        "per_test_results": result.per_test_results,
+        "ready": result.ready,
+        "draft_reason": result.draft_reason,
+        "stop_reason": str(result.stop_reason),
+        "cost_usd": result.cost_usd,
+    }

@@ -1,0 +1,116 @@
+"""Resuming a run: the same requirement, nothing left running, the branch where it stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import psutil
+
+from worker.confine.processes import marked_processes
+from worker.exceptions import PreflightError, ResumeError
+from worker.git.workspace import head_sha, run_git
+from worker.model.state import Checkpoint, StoryState
+
+
+def check_requirement(cp: Checkpoint, sha256: str) -> None:
+    """Refuse to resume a run whose requirement text changed since it started."""
+    if cp.requirement_sha256 != sha256:
+        raise PreflightError(
+            f"the requirement changed since run {cp.run_id} started; start a new run "
+            "(another run id) to build the new version on the same branch"
+        )
+
+
+def stop_leftovers(worktree: Path) -> list[int]:
+    """Kill what a killed worker left running in this run's worktree, before it is reused.
+
+    A SIGKILLed worker cannot stop its agent, which runs in a session of its own and would go
+    on writing into the worktree the resumed run works in. Only processes started through
+    run_process (they carry its marker) with their working directory in the worktree count, so
+    a person's shell looking around in there is left alone.
+    """
+    own, stopped = os.getpid(), []
+    for process in marked_processes():
+        if process.pid == own:
+            continue
+        try:
+            cwd = Path(process.cwd())
+        except psutil.Error:  # gone already, or not ours to inspect
+            continue
+        if cwd == worktree or worktree in cwd.parents:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+                stopped.append(process.pid)
+    return stopped
+
+
+def reconcile(path: Path, cp: Checkpoint) -> bool:
+    """Check the branch is where the checkpoint left it before building on it; True when the
+    remote branch still lacks the checkpoint's head (it needs a push)."""
+    local = head_sha(path)
+    # --verify --quiet: exit 1 and nothing printed when the remote has no such branch yet.
+    remote = run_git(
+        ["rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{cp.branch}"],
+        cwd=path,
+        check=False,
+    )
+    mismatch = (
+        f"run {cp.run_id} cannot resume: its checkpoint says branch {cp.branch} is at "
+        f"{cp.head_sha[:12]}, but the branch is at {{}}. The branch was changed outside "
+        "this run; start a new run (another run id) or restore the branch."
+    )
+    if remote and not _is_ancestor(path, remote, cp.head_sha):
+        raise ResumeError(mismatch.format(f"{remote[:12]} on the remote"))
+    if local != cp.head_sha:
+        # Two ways to be elsewhere that the run itself explains: commits past the
+        # checkpoint from an attempt interrupted before the worker judged it (never kept),
+        # or a fresh worktree at the remote head when the last push did not happen.
+        interrupted = _is_ancestor(path, cp.head_sha, local)
+        unpushed = _is_ancestor(path, local, cp.head_sha)
+        if not (interrupted or unpushed):
+            raise ResumeError(mismatch.format(local[:12]))
+        run_git(["reset", "--hard", "--quiet", cp.head_sha], cwd=path)
+    return remote != cp.head_sha and cp.head_sha != cp.base_sha
+
+
+# Each story commit names its story: a resumed run believes a checkpoint's "passed" only for
+# stories whose commit is on the branch with this trailer.
+STORY_TRAILER = "Reqdrive-Story"
+# States that claim a commit on the branch.
+COMMITTED_STATES = (StoryState.PASSED, StoryState.NEEDS_REVIEW, StoryState.UNVERIFIED)
+
+
+def story_trailer(story_id: str) -> str:
+    return f"{STORY_TRAILER}: {story_id}"
+
+
+def unproven_stories(path: Path, cp: Checkpoint) -> list[str]:
+    """Put back to pending every story the checkpoint calls done whose commit the branch does
+    not hold (between the base and the checkpoint's head, with its story trailer); their ids.
+
+    The checkpoint is the run's own record, out of the agent's reach in a sandbox; this is
+    what catches one rewritten anyway (unsandboxed, or by hand): "all passed", no commits.
+    """
+    listed = run_git(
+        ["log", f"--format=%H %(trailers:key={STORY_TRAILER},valueonly,separator=%x2C)",
+         f"{cp.base_sha}..{cp.head_sha}"],
+        cwd=path,
+        check=False,
+    )  # fmt: skip
+    on_branch = dict(line.partition(" ")[::2] for line in listed.splitlines() if line)
+    reset = []
+    for story in cp.stories:
+        if story.state not in COMMITTED_STATES:
+            continue
+        if story.commit is None or on_branch.get(story.commit, "").strip() != story.id:
+            story.state, story.commit = StoryState.PENDING, None
+            reset.append(story.id)
+    return reset
+
+
+def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
+    # merge-base prints the ancestor itself exactly when it is one (and nothing if either
+    # commit is unknown here).
+    return run_git(["merge-base", ancestor, descendant], cwd=cwd, check=False) == ancestor

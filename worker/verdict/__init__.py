@@ -1,0 +1,4 @@
+"""What passed, decided by the worker: gates, judging, tamper checks, secret scan.
+
+Imports worker.model, git and confine.
+"""

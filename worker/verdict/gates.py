@@ -1,0 +1,451 @@
+"""Test, lint and custom gates, run by the worker, never trusted to the agent."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import threading
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+from typing import Any, NamedTuple
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from worker.confine.processes import run_process
+from worker.confine.redact import Redactor, redact_file
+from worker.confine.sandbox import Sandbox
+
+JUNIT_VAR = "REQDRIVE_JUNIT_XML"
+# pytest reads extra options from here: the worker gets JUnit XML from any pytest a gate
+# runs without the repository changing its configuration.
+PYTEST_ADDOPTS = "PYTEST_ADDOPTS"
+UNSAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
+FAILURE_CHARS = 4_000  # of one failed test's output, kept for the next attempt's prompt
+FAILURES_KEPT = 50  # failed tests whose output is kept per gate
+# pytest's default report format (xunit2) leaves out each test's file and line; xunit1 adds
+# them, so a failing test can be shown on its line of the pull request.
+PYTEST_JUNIT_FAMILY = "-o junit_family=xunit1"
+# Where a failure happened, as tracebacks and runners print it: Python's `File "x.py", line 3`,
+# and `path:line` words (pytest, go test, jest's stack frames, rustc, PHPUnit). Words first,
+# then a plain match on each: a single pattern over the text backtracks badly on hostile output.
+PYTHON_FRAME_RE = re.compile(r'File "(?P<path>[^"\n]{1,300})", line (?P<line>[0-9]{1,7})')
+WORD_RE = re.compile(r"[^\s\"'()<>\[\],]{3,300}")
+PLACE_RE = re.compile(r"(?P<path>[^:]+\.[A-Za-z0-9_]{1,16}):(?P<line>[0-9]{1,7})(?::[0-9]+)?:?")
+LINE_RE = re.compile(r"[0-9]{1,7}")
+LOCATIONS_TRIED = 20  # places in one failure's output looked up in the worktree
+LOCATION_SCAN_CHARS = 20_000  # of one failure's output; the test's own frame comes first
+SITE_PATH_CHARS = 500
+SITE_MESSAGE_CHARS = 500
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# What a gate sees of the worker's environment: enough to find its tools, never a
+# credential (the agent's API key included: the checks do not need it).
+GATE_VARIABLES = frozenset({"PATH", "LANG", "TZ", "TERM"})
+GATE_PREFIXES = ("LC_",)
+
+
+class TestStatus(StrEnum):
+    """What one test id did in one gate run, from its JUnit report."""
+
+    __test__ = False  # a domain name, not a test class for pytest to collect
+
+    PASSED = "passed"
+    FAILED = "failed"  # a failure or an error (a collection error included)
+    SKIPPED = "skipped"
+
+
+# When a runner reports one id twice (parametrized names, retries), the worst result counts.
+_WORST_FIRST = (TestStatus.FAILED, TestStatus.SKIPPED, TestStatus.PASSED)
+
+
+class GateSpec(BaseModel):
+    """One check the worker runs in the worktree: a bash command with a timeout."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    name: str = Field(min_length=1)
+    command: str = Field(min_length=1)  # run with bash -c, in the worktree
+    timeout_s: float = Field(
+        default=900, gt=0, validation_alias=AliasChoices("timeout", "timeoutS", "timeout_s")
+    )
+    # Where per-test results come from: False (default) lets the worker ask pytest for them
+    # itself; True means the command writes JUnit XML to $REQDRIVE_JUNIT_XML; a path
+    # (relative to the worktree) is where the runner writes its own report.
+    junit: bool | str = False
+
+    @field_validator("junit")
+    @classmethod
+    def _report_inside_worktree(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str):
+            path = PurePosixPath(value)
+            if not value.strip() or path.is_absolute() or ".." in path.parts:
+                raise ValueError("must be a path inside the repository, like reports/junit.xml")
+        return value
+
+
+class FailureSite(BaseModel):
+    """Where in the repository a failed test failed, and why in short (from its JUnit
+    report, which the agent's code writes: the path is checked again wherever one is loaded)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str = Field(min_length=1, max_length=SITE_PATH_CHARS)  # relative to the repository
+    line: int = Field(ge=1)
+    message: str = Field(default="", max_length=SITE_MESSAGE_CHARS)  # redacted
+
+    @field_validator("path")
+    @classmethod
+    def _path_inside_repository(cls, value: str) -> str:
+        path = PurePosixPath(value)
+        if path.is_absolute() or {"..", ".git"} & set(path.parts) or CONTROL_RE.search(value):
+            raise ValueError("must be a file's path inside the repository")
+        return value
+
+
+class GateResult(BaseModel):
+    """What one gate did, as the run keeps it (plain JSON, so it survives a checkpoint);
+    `tests` is None when the gate gave no per-test results."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    output_tail: str = ""  # redacted
+    tests: dict[str, TestStatus] | None = None
+    failures: dict[str, str] = Field(default_factory=dict)  # failed test id -> its output
+    # failed test id -> where it failed, for the tests whose file and line are known
+    # (absent from checkpoints written before sites were kept).
+    failure_sites: dict[str, FailureSite] = Field(default_factory=dict)
+
+    @property
+    def failed_tests(self) -> list[str] | None:
+        """The failed test ids, sorted; None without per-test results."""
+        if self.tests is None:
+            return None
+        return sorted(t for t, status in self.tests.items() if status is TestStatus.FAILED)
+
+    def to_json(self) -> dict[str, Any]:
+        """The gate as <label>.gates.json shows it."""
+        return {
+            "name": self.name,
+            "command": self.command,
+            "passed": self.passed,
+            "exitCode": self.exit_code,
+            "timedOut": self.timed_out,
+            "durationS": round(self.duration_s, 3),
+            "outputTail": self.output_tail,
+            "failedTests": self.failed_tests,
+            "tests": self.tests,
+            "failureSites": {t: site.model_dump() for t, site in self.failure_sites.items()},
+        }
+
+
+def gate_environment(
+    home: Path, source_env: Mapping[str, str], *, path: str | None = None
+) -> dict[str, str]:
+    """The gates' environment: a few variables of the worker's, HOME and TMPDIR of their own,
+    and PATH as the operator chose it (`path`), so `python` is the interpreter they meant."""
+    env = {
+        name: value
+        for name, value in source_env.items()
+        if name in GATE_VARIABLES or name.startswith(GATE_PREFIXES)
+    }
+    if path:
+        env["PATH"] = path
+    env.setdefault("PATH", os.defpath)
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home)
+    env["TMPDIR"] = str(tmp)
+    return env
+
+
+def gate_specs(
+    test_command: str | None, lint_command: str | None, gates: Sequence[GateSpec]
+) -> list[GateSpec]:
+    """The gates of a repository: "tests", "lint", then its custom ones, in that order."""
+    specs = []
+    if test_command:
+        specs.append(GateSpec(name="tests", command=test_command))
+    if lint_command:
+        specs.append(GateSpec(name="lint", command=lint_command))
+    return [*specs, *gates]
+
+
+def run_gates(
+    specs: Sequence[GateSpec],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    output_dir: Path,
+    label: str,
+    redactor: Redactor,
+    parallel: bool = False,
+    fail_fast: bool = True,
+    cancel: threading.Event | None = None,
+    sandbox: Sandbox | None = None,
+) -> list[GateResult]:
+    """Run the gates and save <label>.gates.json and a log per gate in output_dir.
+
+    Sequential and stopping at the first failure by default (gates not run are absent);
+    parallel runs every gate at once; fail_fast=False runs every gate one after another.
+    """
+    output_dir.mkdir(parents=True, exist_ok=True)
+
+    def run_one(spec: GateSpec) -> GateResult:
+        return run_gate(
+            spec,
+            cwd=cwd,
+            env=env,
+            output_dir=output_dir,
+            label=label,
+            redactor=redactor,
+            cancel=cancel,
+            sandbox=sandbox,
+        )
+
+    results: list[GateResult] = []
+    if parallel and specs:
+        with ThreadPoolExecutor(max_workers=len(specs), thread_name_prefix="gate") as pool:
+            results = list(pool.map(run_one, specs))
+    else:
+        for spec in specs:
+            if cancel is not None and cancel.is_set():
+                break
+            results.append(run_one(spec))
+            if fail_fast and not results[-1].passed:
+                break
+    summary = output_dir / f"{label}.gates.json"
+    summary.write_text(redactor.redact(json.dumps([r.to_json() for r in results], indent=2)) + "\n")
+    return results
+
+
+def run_gate(
+    spec: GateSpec,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    output_dir: Path,
+    label: str,
+    redactor: Redactor,
+    cancel: threading.Event | None = None,
+    sandbox: Sandbox | None = None,
+) -> GateResult:
+    """Run one gate with bash in its own process group (in the sandbox, if given: it runs
+    the agent's code); read the JUnit XML it leaves."""
+    stem = f"{label}.{UNSAFE_NAME_RE.sub('_', spec.name)}"
+    log_path = output_dir / f"{stem}.log"
+    log_path.unlink(missing_ok=True)  # run_process appends; a re-run replaces the old log
+    gate_env = dict(env)
+    junit_path = output_dir / f"{stem}.junit.xml"
+    # A stale report (an earlier run's, or one the agent committed) must never stand in for
+    # this run's results.
+    junit_path.unlink(missing_ok=True)
+    # In a sandbox the run folder is out of reach: the report goes to the gate's own TMPDIR.
+    written = junit_path if sandbox is None else Path(gate_env["TMPDIR"]) / junit_path.name
+    written.unlink(missing_ok=True)
+    if isinstance(spec.junit, str):
+        report = _inside(cwd, spec.junit)
+        if report is not None and (report.is_symlink() or report.is_file()):
+            report.unlink()
+    else:
+        report = None if sandbox is None else written
+        gate_env[PYTEST_ADDOPTS] = f"--junitxml={written} {PYTEST_JUNIT_FAMILY}"
+        if spec.junit is True:
+            gate_env[JUNIT_VAR] = str(written)
+    process = run_process(
+        ["bash", "-c", spec.command],
+        cwd=cwd,
+        env=gate_env,
+        timeout_s=spec.timeout_s,
+        log_path=log_path,
+        redactor=redactor,
+        cancel=cancel,
+        sandbox=sandbox,
+    )
+    output = process.output_tail
+    # Looked at again: the gate ran the agent's code, which may have made a folder a link.
+    if isinstance(spec.junit, str) and _inside(cwd, spec.junit) is None:
+        report = None
+    if report is not None and report.is_file() and not report.is_symlink():
+        shutil.copyfile(report, junit_path)  # kept in the run folder; the worktree is reset
+    # The XML holds test ids and failure output: redacted on disk before it is read.
+    redact_file(junit_path, redactor)
+    tests, failures, sites, problem = read_junit(junit_path, cwd, redactor)
+    if problem and spec.junit is not False:  # asked for: its absence is worth saying
+        output += f"\n[reqdrive] no per-test results: {problem}\n"
+    return GateResult(
+        name=spec.name,
+        command=redactor.redact(spec.command),  # shown in the PR; config may inline a secret
+        passed=process.exit_code == 0 and not process.timed_out,
+        exit_code=process.exit_code,
+        timed_out=process.timed_out,
+        duration_s=process.duration_s,
+        output_tail=output,
+        tests=tests,
+        failures=failures,
+        failure_sites=sites,
+    )
+
+
+def _inside(cwd: Path, name: str) -> Path | None:
+    """The worktree's file `name`, or None when a folder on the way is a link leading out of
+    the worktree: the worker would delete, then read, a file of its own machine there."""
+    path = cwd / name
+    try:
+        inside = path.parent.resolve().is_relative_to(cwd.resolve())
+    except OSError:  # a loop of links
+        return None
+    return path if inside else None
+
+
+class JUnitReport(NamedTuple):
+    """What a gate's JUnit XML says: each test id's status (None: no per-test results, and
+    `problem` says why), failed tests' output, and where they failed when that is known."""
+
+    tests: dict[str, TestStatus] | None
+    failures: dict[str, str]
+    sites: dict[str, FailureSite]
+    problem: str | None
+
+
+def read_junit(
+    path: Path, repository: Path | None = None, redactor: Redactor | None = None
+) -> JUnitReport:
+    """Each test id ("classname::name") with its status, failed tests' output and, given the
+    worktree the tests ran in, where in it they failed. The file is redacted before it is
+    read; `redactor` redacts again what XML escapes (`&#x67;hp_…`) hid from that."""
+    redact = redactor.redact if redactor is not None else str
+    if not path.is_file():
+        return JUnitReport(None, {}, {}, f"{path.name} was not written")
+    try:
+        # The XML comes from the repository's own test run on this machine; the expat bundled
+        # with Python 3.11 refuses entity-expansion bombs and ElementTree never fetches
+        # external entities, which is what defusedxml would add.
+        root = ET.parse(path).getroot()  # noqa: S314
+    except (ET.ParseError, OSError) as error:
+        return JUnitReport(None, {}, {}, f"{path.name} cannot be parsed: {error}")
+    if root.tag not in ("testsuites", "testsuite"):
+        return JUnitReport(None, {}, {}, f"{path.name} is not JUnit XML (root <{root.tag}>)")
+    # pytest numbers a test's `line` from 0; other writers (PHPUnit) from 1.
+    from_zero = any(suite.get("name") == "pytest" for suite in root.iter("testsuite"))
+    tests: dict[str, TestStatus] = {}
+    failures: dict[str, str] = {}
+    sites: dict[str, FailureSite] = {}
+    for case in root.iter("testcase"):
+        test_id, status = _test_id(case), _status(case)
+        known = tests.get(test_id)
+        if known is None or _WORST_FIRST.index(status) < _WORST_FIRST.index(known):
+            tests[test_id] = status
+        if status is TestStatus.FAILED and len(failures) < FAILURES_KEPT:
+            # Redacted whole, then cut: a cut could leave half a secret no pattern knows.
+            failures[test_id] = redact(_failure_text(case))[-FAILURE_CHARS:]
+            site = _failure_site(case, repository, from_zero) if repository else None
+            if site is not None:
+                file, line = site
+                reason = _cut(redact(_short_reason(case)), SITE_MESSAGE_CHARS)
+                if redact(file) == file:  # a file named like a secret is not shown
+                    sites[test_id] = FailureSite(path=file, line=line, message=reason)
+    return JUnitReport(tests, failures, sites, None)
+
+
+def _failure_site(case: ET.Element, repository: Path, from_zero: bool) -> tuple[str, int] | None:
+    """The first place the failure's output names in the test's own file (when the report
+    names that file), else the test's own line, else the first place inside the repository.
+    Every path must be a file of the worktree: the report is the agent's code's to write."""
+    own = _repository_file(case.get("file", ""), repository)
+    places = []
+    for raw, line in itertools.islice(_places(_failure_text(case)), LOCATIONS_TRIED):
+        path = own if own is not None and raw == own else _repository_file(raw, repository)
+        if path is not None and line >= 1:
+            places.append((path, line))
+    place = next((p for p in places if p[0] == own), None)
+    declared = case.get("line", "")
+    if place is None and own is not None and LINE_RE.fullmatch(declared):
+        place = (own, int(declared) + from_zero)
+    if place is None and own is None and places:
+        place = places[0]
+    return place if place is not None and place[1] >= 1 else None
+
+
+def _places(text: str) -> Iterator[tuple[str, int]]:
+    """Every (path, line) the output names, in the order it names them."""
+    text = text[:LOCATION_SCAN_CHARS]
+    found = [(m.start(), m["path"], int(m["line"])) for m in PYTHON_FRAME_RE.finditer(text)]
+    for word in WORD_RE.finditer(text):
+        place = PLACE_RE.fullmatch(word.group())
+        if place is not None:
+            found.append((word.start(), place["path"], int(place["line"])))
+    return ((path, line) for _, path, line in sorted(found))
+
+
+def _repository_file(raw: str, repository: Path) -> str | None:
+    """`raw` as a path relative to the repository if it names one of its files, else None
+    (absolute paths outside it, `..`, `.git`, symlinks leading out, folders, control
+    characters)."""
+    if not raw or len(raw) > SITE_PATH_CHARS or CONTROL_RE.search(raw):
+        return None
+    path = Path(raw)
+    if path.is_absolute():
+        for base in (repository, repository.resolve()):
+            if path.is_relative_to(base):
+                path = path.relative_to(base)
+                break
+        else:
+            return None
+    relative = PurePosixPath(path.as_posix())
+    if not relative.parts or {"..", ".git"} & set(relative.parts):
+        return None
+    full = repository / relative
+    try:
+        inside = full.resolve().is_relative_to(repository.resolve()) and full.is_file()
+    except OSError:  # a name too long for the file system, a loop of symlinks
+        return None
+    return str(relative) if inside and len(str(relative)) <= SITE_PATH_CHARS else None
+
+
+def _short_reason(case: ET.Element) -> str:
+    """The failure's reason in a few lines: its `message`, else the start of its output."""
+    for element in [*case.findall("failure"), *case.findall("error")]:
+        for text in (element.get("message", ""), element.text or ""):
+            lines = [CONTROL_RE.sub("", line).strip() for line in text.splitlines()]
+            reason = "\n".join(line for line in lines if line)
+            if reason:
+                return reason
+    return ""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _status(case: ET.Element) -> TestStatus:
+    if case.find("failure") is not None or case.find("error") is not None:
+        return TestStatus.FAILED
+    if case.find("skipped") is not None:
+        return TestStatus.SKIPPED
+    return TestStatus.PASSED
+
+
+def _failure_text(case: ET.Element) -> str:
+    parts = []
+    for tag in ("failure", "error"):
+        for element in case.findall(tag):
+            message = element.get("message", "")
+            parts += [p for p in (message, (element.text or "").strip()) if p]
+    return "\n".join(parts)
+
+
+def _test_id(case: ET.Element) -> str:
+    name = case.get("name", "")
+    classname = case.get("classname", "")
+    return f"{classname}::{name}" if classname else name

@@ -1,0 +1,339 @@
+"""Verdicts: a story's tests against the state it started from, and a run's readiness."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from worker.model.state import (
+    AttemptOutcome,
+    AttemptRecord,
+    StopReason,
+    StoryRecord,
+    StoryState,
+    TestCheck,
+)
+from worker.verdict.gates import GateResult, TestStatus
+
+# Attempts whose commit stays on the branch.
+KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)
+MISSING = "missing"  # a test id the run did not report (deleted, deselected, not collected)
+PROBLEMS_SHOWN = 5  # in one attempt's reason; the record lists every test
+FEEDBACK_CHARS = 12_000  # of the next attempt's "why the previous attempt failed"
+
+
+class Verdict(StrEnum):
+    """The worker's judgement of one attempt against the state it started from."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    UNVERIFIED = "unverified"
+
+    def worse_than(self, other: Verdict) -> bool:
+        order = (Verdict.PASSED, Verdict.UNVERIFIED, Verdict.FAILED)
+        return order.index(self) > order.index(other)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A verdict, its reason, and every test it looked at."""
+
+    verdict: Verdict
+    reason: str
+    tests: list[TestCheck] = field(default_factory=list)
+
+
+def tests_by_id(gates: Sequence[GateResult]) -> dict[str, TestStatus] | None:
+    """Every test id any gate reported, with its status; None when no gate reports tests."""
+    reported = [g.tests for g in gates if g.tests is not None]
+    if not reported:
+        return None
+    merged: dict[str, TestStatus] = {}
+    for tests in reported:
+        for test_id, status in tests.items():
+            if merged.get(test_id) is not TestStatus.FAILED:
+                merged[test_id] = status
+    return merged
+
+
+def added_tests(reference: Sequence[GateResult], results: Sequence[GateResult]) -> list[str]:
+    """Test ids this attempt's checks report that the state it started from did not."""
+    before, after = tests_by_id(reference) or {}, tests_by_id(results) or {}
+    return sorted(set(after) - set(before))
+
+
+def judge_story(
+    reference: Sequence[GateResult],
+    results: Sequence[GateResult],
+    expected: Sequence[str],
+    *,
+    owned: Collection[str] = (),
+    at_parent: Mapping[str, str] | None = None,
+    rewritten: Collection[str] = (),
+) -> Judgement:
+    """Did this attempt pass? Fail-to-pass and pass-to-pass, per test id (as SWE-bench judges
+    a patch): every test the story owns passes after it (a test it added must also fail
+    without its change: `at_parent`), and every test that passed before still passes. A
+    rewritten test (`rewritten`) never counts as passing. Without any per-test results the
+    gates are judged whole (`judge`)."""
+    before, after = tests_by_id(reference), tests_by_id(results)
+    if before is None and after is None:
+        verdict, reason = judge(reference, results, expected)
+        return Judgement(verdict, reason)
+    problems = _gate_problems(reference, results, expected)
+    checks = _test_checks(before or {}, after or {}, owned, at_parent or {}, rewritten)
+    problems += [f"{c.id} {c.problem}" for c in checks if c.problem]
+    if problems:
+        shown = "; ".join(problems[:PROBLEMS_SHOWN])
+        more = len(problems) - PROBLEMS_SHOWN
+        return Judgement(Verdict.FAILED, shown + (f"; and {more} more" if more > 0 else ""), checks)
+    return Judgement(Verdict.PASSED, "", checks)
+
+
+def _gate_problems(
+    reference: Sequence[GateResult], results: Sequence[GateResult], expected: Sequence[str]
+) -> list[str]:
+    """Whole-gate failures per-test results cannot explain: a gate that did not run, timed
+    out, or broke while it reports no tests and passed before."""
+    ran, was = {g.name: g for g in results}, {g.name: g for g in reference}
+    problems = []
+    for name in expected:
+        gate = ran.get(name)
+        if gate is None:
+            problems.append(f"gate {name} did not run (an earlier gate failed)")
+        elif gate.timed_out:
+            problems.append(f"gate {name} timed out")
+        elif not gate.passed and gate.tests is None:
+            previous = was.get(name)
+            if previous is None or previous.passed or previous.tests is not None:
+                problems.append(f"gate {name} failed")
+        elif not gate.passed and not gate.failed_tests:
+            # Red with no failing test (a coverage floor, an internal error): held against the
+            # story unless the gate was already red without a failing test before it.
+            previous = was.get(name)
+            if previous is None or previous.passed or previous.failed_tests:
+                problems.append(f"gate {name} failed, though no test failed (see its output)")
+    return problems
+
+
+def _test_checks(
+    before: Mapping[str, TestStatus],
+    after: Mapping[str, TestStatus],
+    owned: Collection[str],
+    at_parent: Mapping[str, str],
+    rewritten: Collection[str],
+) -> list[TestCheck]:
+    passed_before = {t for t, status in before.items() if status is TestStatus.PASSED}
+    # A failing test no one owns may fail on, but not vanish: deleting it would turn the final
+    # check green without anyone fixing it.
+    failing_gone = {
+        t
+        for t, status in before.items()
+        if status is TestStatus.FAILED and after.get(t) in (None, TestStatus.SKIPPED)
+    }
+    checks = []
+    for test_id in sorted(set(owned) | passed_before | failing_gone | set(rewritten)):
+        now = str(after.get(test_id, MISSING))
+        check = TestCheck(
+            id=test_id,
+            before=str(before.get(test_id, MISSING)),
+            after=now,
+            owned=test_id in owned,
+            added=test_id in at_parent,
+            at_parent=at_parent.get(test_id),
+        )
+        checks.append(check.model_copy(update={"problem": _problem(check, test_id in rewritten)}))
+    return checks
+
+
+def _problem(check: TestCheck, rewritten: bool) -> str:
+    """Why this test keeps the story from passing, or ""."""
+    if rewritten and check.before != MISSING:
+        return "was rewritten by the story (a test must not be changed to pass)"
+    if check.after == MISSING:
+        return "was deleted or deselected" if check.before != MISSING else "did not run"
+    if check.after == TestStatus.SKIPPED:
+        return "is skipped" if check.before != TestStatus.SKIPPED or check.owned else ""
+    if check.after == TestStatus.FAILED:
+        return (
+            "still fails"
+            if check.owned and check.before != TestStatus.PASSED
+            else "fails now; it passed before the story"
+        )
+    if check.added and check.at_parent not in (TestStatus.FAILED, MISSING):
+        return "passes without the story's change too, so it proves nothing"
+    return ""
+
+
+def feedback(attempt: AttemptRecord) -> str | None:
+    """What the next attempt's prompt says about this failed one: each failing test with its
+    output, then the output of failing gates that report no tests."""
+    if attempt.outcome is AttemptOutcome.PASSED:
+        return None
+    outputs = {t: text for g in attempt.gates for t, text in g.failures.items()}
+    parts = []
+    for check in attempt.tests:
+        if check.problem:
+            output = outputs.get(check.id, "").strip()
+            parts.append(f"{check.id} {check.problem}" + (f"\n{output}" if output else ""))
+    for gate in attempt.gates:
+        if not gate.passed and (gate.tests is None or not parts):
+            parts.append(f"$ {gate.command}\n{gate.output_tail.strip()[-FEEDBACK_CHARS:]}")
+    if not parts:
+        return attempt.reason or None
+    return (attempt.reason + "\n\n" if attempt.reason else "") + "\n\n".join(parts)[
+        -FEEDBACK_CHARS:
+    ]
+
+
+def judge(
+    reference: Sequence[GateResult], results: Sequence[GateResult], expected: Sequence[str]
+) -> tuple[Verdict, str]:
+    """Did this attempt pass, judged against the gates of the state it started from?
+
+    All gates green is a pass. Otherwise a gate that was green before and fails now is a
+    failure; a gate that already failed before fails the story only if it reports a failing
+    test id that was not failing before. Without per-test results it cannot be told.
+    """
+    ran = {g.name: g for g in results}
+    if all(name in ran and ran[name].passed for name in expected):
+        return Verdict.PASSED, ""
+    before = {g.name: g for g in reference}
+    unknown: list[str] = []
+    for name in expected:
+        gate = ran.get(name)
+        if gate is not None and gate.passed:
+            continue
+        was = before.get(name)
+        if gate is None:
+            return Verdict.FAILED, f"gate {name} did not run (an earlier gate failed)"
+        if was is None or was.passed:
+            return Verdict.FAILED, f"gate {name} failed" + (
+                " (timed out)" if gate.timed_out else ""
+            )
+        if gate.failed_tests is None or was.failed_tests is None:
+            unknown.append(name)
+            continue
+        new = sorted(set(gate.failed_tests) - set(was.failed_tests))
+        if new:
+            shown = ", ".join(new[:5]) + (" ..." if len(new) > 5 else "")
+            return Verdict.FAILED, f"gate {name}: new failing tests: {shown}"
+    if unknown:
+        return Verdict.UNVERIFIED, (
+            f"gate {', '.join(unknown)} already failed before this story "
+            "and reports no per-test results"
+        )
+    return Verdict.PASSED, "added no failing test"
+
+
+def reference_gates(
+    stories: Sequence[StoryRecord], baseline: Sequence[GateResult]
+) -> list[GateResult]:
+    """What the last kept state's gates said: the baseline, or the latest story kept.
+
+    Judging against it (not only the base commit) also catches a story that breaks a
+    baseline test an earlier story had fixed."""
+    kept = [a for s in stories for a in s.attempts if a.outcome in KEPT and a.gates]
+    if not kept:
+        return list(baseline)
+    return max(kept, key=lambda a: a.iteration).gates
+
+
+def fail_fast_on(baseline: Sequence[GateResult]) -> bool:
+    """Stop at the first failing gate? Not on a failing baseline, where every gate's result
+    is needed to compare failures one by one."""
+    return all(g.passed for g in baseline)
+
+
+def story_state(outcome: AttemptOutcome, number: int, max_retries: int) -> StoryState:
+    """A story's state after its attempt `number` ended with `outcome`."""
+    if outcome is AttemptOutcome.PASSED:
+        return StoryState.PASSED
+    if outcome is AttemptOutcome.UNVERIFIED:
+        return StoryState.UNVERIFIED
+    if outcome is AttemptOutcome.NEEDS_REVIEW:
+        return StoryState.NEEDS_REVIEW
+    return StoryState.FAILED if number >= max_retries else StoryState.PENDING
+
+
+def baseline_changes(
+    baseline: Sequence[GateResult], final: Sequence[GateResult]
+) -> tuple[list[str], list[str]]:
+    """Which of the base commit's failing tests the branch fixed, and which still fail."""
+    after = {g.name: g for g in final}
+    fixed: set[str] = set()
+    remaining: set[str] = set()
+    for gate in baseline:
+        if gate.passed or not gate.failed_tests:
+            continue
+        failing_now = _failing_now(after.get(gate.name), set(gate.failed_tests))
+        fixed |= set(gate.failed_tests) - failing_now
+        remaining |= set(gate.failed_tests) & failing_now
+    return sorted(fixed), sorted(remaining)
+
+
+def _failing_now(gate: GateResult | None, before: set[str]) -> set[str]:
+    if gate is not None and gate.passed:
+        return set()
+    if gate is None or gate.failed_tests is None:
+        return before  # unknown: nothing can be called fixed
+    return set(gate.failed_tests)
+
+
+def readiness(
+    stories: Sequence[StoryRecord],
+    final: Sequence[GateResult],
+    *,
+    expected_gates: Sequence[str],
+    stop: StopReason,
+) -> tuple[bool, str | None]:
+    """Ready for review, or a draft and why: every story passed and the final gates are green."""
+    if not expected_gates:
+        return False, "no gates are configured, so nothing verified the stories"
+    if stop is StopReason.CANCELLED:
+        return False, "the run was cancelled"
+    if stop is StopReason.SUPERSEDED:
+        return False, "the requirement was edited, so it runs again on the new text"
+    open_stories = [s for s in stories if s.state not in (StoryState.PASSED, StoryState.UNVERIFIED)]
+    if open_stories:
+        listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)
+        return False, f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
+    if not stories:
+        return False, "the plan has no story"
+    ran = {g.name for g in final}
+    missing = [name for name in expected_gates if name not in ran]
+    if missing:
+        return False, f"the final checks did not run: {', '.join(missing)}"
+    failing = [g.name for g in final if not g.passed]
+    if failing:
+        return False, f"the final checks fail on the branch: {', '.join(failing)}"
+    return True, None
+
+
+def final_failures(
+    stories: Sequence[StoryRecord], baseline: Sequence[GateResult], final: Sequence[GateResult]
+) -> dict[str, str]:
+    """Each test failing on the final branch, with why: whose it was and what became of it."""
+    failing = tests_by_id(final) or {}
+    before = tests_by_id(baseline) or {}
+    owner = {t: s for s in stories for t in s.tests}
+    reasons = {}
+    for test_id in sorted(t for t, status in failing.items() if status is TestStatus.FAILED):
+        story = owner.get(test_id)
+        if story is not None:
+            reasons[test_id] = f"{story.id} owns it and ended {story.state}"
+        elif before.get(test_id) is TestStatus.FAILED:
+            reasons[test_id] = "failed before the run and no story claimed it"
+        elif before.get(test_id) is TestStatus.PASSED:
+            reasons[test_id] = "passed before the run and fails on this branch"
+        else:
+            reasons[test_id] = "new on this branch and failing"
+    return reasons
+
+
+def unclaimed(stories: Sequence[StoryRecord], baseline: Sequence[GateResult]) -> list[str]:
+    """The base commit's failing tests that no story claimed: final checks only."""
+    claimed = {t for s in stories for t in s.tests}
+    before = tests_by_id(baseline) or {}
+    return sorted(t for t, st in before.items() if st is TestStatus.FAILED and t not in claimed)

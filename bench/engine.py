@@ -28,7 +28,7 @@ from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettin
 from worker.agents.command import CommandRunner
 from worker.confine.redact import Redactor
 from worker.model.state import AttemptRecord, FileCheckpointStore, StoryRecord
-from worker.report.reporting import NullReporter
+from worker.report.protocol import NullReporter
 from worker.run.pipeline import Pipeline, Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]

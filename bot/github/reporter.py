@@ -30,7 +30,8 @@ from worker.model.state import (
     StoryState,
 )
 from worker.report.inert_text import neutralize
-from worker.report.reporting import STATE_ICONS, render_pr_body
+from worker.report.pr_body import render_pr_body
+from worker.report.story_states import STATE_ICONS
 from worker.verdict.gates import GateResult
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from rq.registry import (
 )
 
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
-from worker.report.reporting import Reporter
+from worker.report.protocol import Reporter
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from bot.web.app import create_app
 from tests.support import webhooks
 from tests.support.ports import closed_port
 from worker.model.state import AttemptOutcome, AttemptRecord, RunResult, RunStep, StoryRecord
-from worker.report.reporting import NullReporter
+from worker.report.protocol import NullReporter
 
 
 def _client(redis_url: str) -> FlaskClient:

@@ -23,7 +23,7 @@ from worker.model.state import (
     StopReason,
     StoryState,
 )
-from worker.report.reporting import ConsoleReporter
+from worker.report.console import ConsoleReporter
 from worker.run.pipeline import Pipeline, Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,7 +35,7 @@ from worker.model.state import (
     StopReason,
     StoryState,
 )
-from worker.report.reporting import ConsoleReporter
+from worker.report.console import ConsoleReporter
 from worker.run.pipeline import Pipeline
 
 BRANCH = "reqdrive/req-001-demo"

@@ -17,7 +17,7 @@ from tests.integration.test_pipeline import MakeProject, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from worker.exceptions import PreflightError
 from worker.model.state import FileCheckpointStore, RunResult
-from worker.report.reporting import ConsoleReporter
+from worker.report.console import ConsoleReporter
 from worker.run.pipeline import Pipeline
 from worker.run.run_lock import RedisRunLock, run_lock_key
 

@@ -9,7 +9,7 @@ import pytest
 
 from worker.model.state import RunStep, StoryRecord, StoryState
 from worker.report.background import BackgroundReporter
-from worker.report.reporting import NullReporter
+from worker.report.protocol import NullReporter
 
 
 class Flaky(NullReporter):

@@ -1,4 +1,4 @@
 """Where a run's progress goes: the Reporter protocol, the console, the PR body.
 
-Imports worker.model only.
+Imports worker.model and the gate results of worker.verdict.gates only.
 """

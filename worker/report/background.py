@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
-from worker.report.reporting import Reporter
+from worker.report.protocol import Reporter
 
 log = logging.getLogger(__name__)
 

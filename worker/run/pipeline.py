@@ -48,7 +48,8 @@ from worker.plan.planning import Planner, check_test_claims
 from worker.plan.prompting import STORY_TEMPLATE, PromptRenderer, load_overrides
 from worker.report.background import BackgroundReporter
 from worker.report.inert_text import neutralize
-from worker.report.reporting import Reporter, count_stories
+from worker.report.protocol import Reporter
+from worker.report.story_states import count_stories
 from worker.run.delivery import run_result, write_delivery
 from worker.run.resume import (
     check_requirement,

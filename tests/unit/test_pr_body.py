@@ -1,75 +1,23 @@
-"""The PR body render and the console reporter, from plain run results."""
+"""The PR body render, from plain run results."""
 
 from __future__ import annotations
 
-import io
 import re
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.run_results import gate, result, story
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
     RunResult,
     StopReason,
-    StoryRecord,
     StoryState,
     TestCheck,
 )
-from worker.report.reporting import STATE_ICONS, ConsoleReporter, render_pr_body
-from worker.verdict.gates import GateResult, TestStatus
-
-
-def gate(name: str, passed: bool, failed: list[str] | None = None) -> GateResult:
-    return GateResult(
-        name=name,
-        command=f"run {name}",
-        passed=passed,
-        exit_code=0 if passed else 1,
-        timed_out=False,
-        duration_s=1.0,
-        tests=None if failed is None else dict.fromkeys(failed, TestStatus.FAILED),
-    )
-
-
-def story(story_id: str, state: StoryState, attempts: int = 1, **extra: object) -> StoryRecord:
-    outcome = AttemptOutcome.PASSED if state is StoryState.PASSED else AttemptOutcome.GATES_FAILED
-    reason = "" if state is StoryState.PASSED else "gate tests failed"
-    return StoryRecord(
-        id=story_id,
-        title=f"Title of {story_id}",
-        priority=1,
-        acceptance_criteria=[f"{story_id} criterion"],
-        state=state,
-        attempts=[
-            AttemptRecord(iteration=i + 1, attempt=i + 1, outcome=outcome, reason=reason)
-            for i in range(attempts)
-        ],
-        commit="a" * 40 if state is StoryState.PASSED else None,
-        **extra,
-    )
-
-
-def result(**overrides: object) -> RunResult:
-    values: dict[str, object] = {
-        "run_id": "req-001",
-        "requirement_source": "docs/requirements/REQ-001-export.md",
-        "project": "Export",
-        "branch": "reqdrive/req-001-export",
-        "base_ref": "main",
-        "base_sha": "b" * 40,
-        "head_sha": "c" * 40,
-        "stories": [story("US-001", StoryState.PASSED), story("US-002", StoryState.PASSED)],
-        "final_gates": [gate("tests", True)],
-        "baseline_gates": [gate("tests", True)],
-        "ready": True,
-        "stop_reason": StopReason.ALL_STORIES_PASSED,
-        "cost_usd": 1.234,
-        "duration_s": 125.0,
-    }
-    values.update(overrides)
-    return RunResult.model_validate(values)
+from worker.report.pr_body import render_pr_body
+from worker.report.story_states import STATE_ICONS
 
 
 def test_a_ready_run_says_so_with_stories_gates_checklist_cost_and_marker() -> None:
@@ -132,29 +80,6 @@ def test_no_gates_is_called_out() -> None:
         )
     )
     assert "nothing verified these changes" in body
-
-
-def test_the_console_reporter_prints_each_story_as_it_finishes() -> None:
-    out = io.StringIO()
-    reporter = ConsoleReporter(out)
-    record = story("US-002", StoryState.PENDING)
-    reporter.story_started(record, 1, 3)
-    attempt = AttemptRecord(
-        iteration=3,
-        attempt=1,
-        outcome=AttemptOutcome.GATES_FAILED,
-        reason="gate tests failed",
-        gates=[gate("tests", False)],
-    )
-    reporter.story_finished(record, attempt)
-    reporter.run_finished(result(ready=False, draft_reason="x", run_dir="/r"))
-    lines = out.getvalue().splitlines()
-    assert lines[0] == "→ US-002 attempt 1 (iteration 3): Title of US-002"
-    assert (
-        "US-002 attempt 1 gates failed: gate tests failed [tests FAILED] → story pending"
-        in lines[1]
-    )
-    assert "done: 2 stories: 2 passed;" in lines[2] and "draft: x" in lines[2]
 
 
 def test_each_story_shows_its_tests_before_and_after_and_why_it_failed() -> None:
@@ -300,14 +225,3 @@ def test_agent_text_cannot_close_other_issues_or_ping_people() -> None:
     assert closing == ["Closes #12"]  # reqdrive's own, for the triggering issue, and no other
     assert not re.search(r"(?<![\w`])@[A-Za-z0-9]", body)
     assert "Export, c\u200dloses #2" in body  # still readable
-
-
-def test_the_console_counts_one_planned_story_as_one_story() -> None:
-    out = io.StringIO()
-    reporter = ConsoleReporter(out)
-    reporter.plan_ready([story("US-001", StoryState.PENDING)])
-    reporter.plan_ready([story("US-001", StoryState.PENDING), story("US-002", StoryState.PENDING)])
-    assert [line for line in out.getvalue().splitlines() if line.startswith("plan:")] == [
-        "plan: 1 story",
-        "plan: 2 stories",
-    ]

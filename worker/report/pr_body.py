@@ -1,148 +1,18 @@
-"""Progress reporting behind one protocol, a console reporter, and the PR body render."""
+"""Where the pull request body is written: a pure render of the run's result to Markdown."""
 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Sequence
-from typing import Protocol, TextIO
 
-from worker.model.state import (
-    AttemptOutcome,
-    AttemptRecord,
-    RunResult,
-    RunStep,
-    StoryRecord,
-    StoryState,
-    TestCheck,
-)
+from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState, TestCheck
 from worker.report.inert_text import neutralize
+from worker.report.story_states import STATE_ICONS, story_counts
 from worker.verdict.gates import GateResult
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
-STATE_ICONS = {
-    StoryState.PASSED: "✅",
-    StoryState.FAILED: "❌",
-    StoryState.UNVERIFIED: "⚠️",
-    StoryState.PENDING: "⏳",
-    StoryState.NEEDS_REVIEW: "🔎",
-}
-# The order states are counted in, in the headline and the console.
-STATE_ORDER = (
-    StoryState.PASSED,
-    StoryState.NEEDS_REVIEW,
-    StoryState.UNVERIFIED,
-    StoryState.FAILED,
-    StoryState.PENDING,
-)
-
 # C0 controls (tab and newline included: a line or cell is one line), DEL and C1 controls.
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-class Reporter(Protocol):
-    """Receives a run's progress; GitHub and the console are two implementations.
-
-    Every run that starts ends with exactly one of `run_finished` (a result: ready, draft,
-    cancelled, budget or iterations spent) or `run_failed` (the step it stopped at and a
-    redacted message, with the exception's class name so a reporter can tell a configuration
-    error from a fault). The engine delivers events in order from a thread of its own
-    (worker.report.background), so an implementation may be slow or raise: it is retried.
-    """
-
-    def run_started(self, run_id: str, source: str, branch: str) -> None: ...
-
-    def step_started(self, step: RunStep) -> None: ...
-
-    def plan_ready(self, stories: Sequence[StoryRecord]) -> None: ...
-
-    def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None: ...
-
-    def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None: ...
-
-    def branch_pushed(self, branch: str, sha: str) -> None: ...
-
-    def run_finished(self, result: RunResult) -> None: ...
-
-    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None: ...
-
-
-class NullReporter:
-    """Reports nowhere (jobs that only need the result, benchmarks)."""
-
-    def run_started(self, run_id: str, source: str, branch: str) -> None:
-        pass
-
-    def step_started(self, step: RunStep) -> None:
-        pass
-
-    def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
-        pass
-
-    def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None:
-        pass
-
-    def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
-        pass
-
-    def branch_pushed(self, branch: str, sha: str) -> None:
-        pass
-
-    def run_finished(self, result: RunResult) -> None:
-        pass
-
-    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
-        pass
-
-
-class ConsoleReporter:
-    """One line per event, as it happens, for `reqdrive run` in a terminal."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self._stream = stream or sys.stdout
-
-    def _say(self, text: str) -> None:
-        print(text, file=self._stream, flush=True)
-
-    def run_started(self, run_id: str, source: str, branch: str) -> None:
-        self._say(f"reqdrive run {run_id}: {source} → {branch}")
-
-    def step_started(self, step: RunStep) -> None:
-        pass  # the console shows the plan and the stories themselves, not each step
-
-    def branch_pushed(self, branch: str, sha: str) -> None:
-        self._say(f"  pushed {branch} at {sha[:12]}")
-
-    def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None:
-        self._say(f"failed at the {step} step: {message}")
-
-    def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
-        self._say(f"plan: {count_stories(len(stories))}")
-        for story in sorted(stories, key=lambda s: (s.priority, s.id)):
-            self._say(
-                f"  {STATE_ICONS[story.state]} {story.id} (priority {story.priority}) {story.title}"
-            )
-
-    def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None:
-        self._say(f"→ {story.id} attempt {attempt} (iteration {iteration}): {story.title}")
-
-    def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
-        gates = ", ".join(f"{g.name} {'ok' if g.passed else 'FAILED'}" for g in attempt.gates)
-        detail = f" [{gates}]" if gates else ""
-        why = f": {attempt.reason}" if attempt.reason else ""
-        self._say(
-            f"  {story.id} attempt {attempt.attempt} {attempt.outcome}{why}{detail} "
-            f"→ story {story.state} ({attempt.duration_s:.1f}s)"
-        )
-
-    def run_finished(self, result: RunResult) -> None:
-        verdict = "ready for review" if result.ready else f"draft: {result.draft_reason}"
-        self._say(
-            f"done: {story_counts(result.stories)}; stopped because {result.stop_reason}; {verdict}"
-        )
-        self._say(
-            f"  branch {result.branch} at {result.head_sha[:12]}; PR body in {result.run_dir}/pr.md"
-        )
 
 
 def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str:
@@ -161,22 +31,6 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
         RUN_MARKER.format(run_id=_cell(result.run_id)),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
-
-
-def count_stories(n: int) -> str:
-    """ "1 story", "2 stories": every place that counts stories says it the same way."""
-    return f"{n} story" if n == 1 else f"{n} stories"
-
-
-def story_counts(stories: Sequence[StoryRecord]) -> str:
-    """ "3 stories: 2 passed, 1 failed": every state with its count, in one order."""
-    total = len(stories)
-    counts = [
-        f"{n} {state}"
-        for state in STATE_ORDER
-        if (n := sum(1 for s in stories if s.state is state))
-    ]
-    return f"{count_stories(total)}: " + (", ".join(counts) if counts else "none planned")
 
 
 def _source(source: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -22,14 +21,12 @@ from rq import get_current_job
 
 from bot.ops.settings import Settings, load_settings
 from worker.confine.redact import Redactor
+from worker.model.control_chars import has_control
 
 # The attributes every LogRecord has; anything else on a record came from `extra=`.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 # Ids first in text lines, so a reader's eye finds them in the same place.
 _ID_FIELDS = ("delivery_id", "job_id", "run_id", "story_id")
-# C0 and C1 controls and DEL: a field may hold what an agent chose (a refused egress target);
-# raw in a terminal, an escape sequence could retitle it or write its clipboard (OSC 52).
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class JobContext(logging.Filter):
@@ -160,5 +157,7 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 def _text(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    quote = not text or " " in text or '"' in text or _CONTROL_RE.search(text)
-    return json.dumps(text) if quote else text  # json.dumps escapes every control character
+    # A field may hold what an agent chose (a refused egress target): quoted, its control
+    # characters are escaped (json.dumps escapes C0, and C1 as non-ASCII).
+    quote = not text or " " in text or '"' in text or has_control(text)
+    return json.dumps(text) if quote else text

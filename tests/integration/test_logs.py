@@ -61,6 +61,15 @@ def test_text_lines_are_readable_with_the_ids_first(captured: io.StringIO) -> No
     assert line[:4].isdigit() and line[10] == "T"
 
 
+def test_a_field_an_agent_chose_is_shown_escaped_in_text_lines(captured: io.StringIO) -> None:
+    configure_logging("text", "INFO", captured)
+    target = "a\x1b]52;c;b3duZWQ=\x07\x9b2J:443"  # OSC 52 writes the clipboard; CSI in C1
+    logging.getLogger("bot.x").warning("egress refused", extra={"target": target})
+    line = captured.getvalue().strip()
+    assert not [c for c in line if c in "\x1b\x07\x9b"]
+    assert line.endswith('target="a\\u001b]52;c;b3duZWQ=\\u0007\\u009b2J:443"')
+
+
 def test_configuring_twice_does_not_double_lines(captured: io.StringIO) -> None:
     configure_logging("json", "INFO", captured)
     configure_logging("json", "INFO", captured)

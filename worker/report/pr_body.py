@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from worker.model.control_chars import escape_control
 from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState, TestCheck
 from worker.report.inert_text import neutralize
 from worker.report.story_states import STATE_ICONS, story_counts
 from worker.verdict.gates import GateResult
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
-# C0 controls (tab and newline included: a line or cell is one line), DEL and C1 controls.
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str:
@@ -249,10 +247,8 @@ def _inline(text: str) -> str:
     # Agent- and user-written text must not close our HTML comment marker or fake a new one,
     # close other issues on merge or ping people.
     text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").replace("\n", " ")
-    # Nor carry control characters (a file name may hold any): shown escaped, an escape
-    # sequence cannot retitle or write the clipboard of the terminal that shows `pr.md`.
-    text = CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    return neutralize(text).strip()
+    # Nor carry control characters (a file name may hold any): shown escaped.
+    return neutralize(escape_control(text)).strip()
 
 
 def _cell(text: str) -> str:

@@ -20,6 +20,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from worker.confine.processes import run_process
 from worker.confine.redact import Redactor, redact_file
 from worker.confine.sandbox import Sandbox
+from worker.model.control_chars import CONTROL_RE
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"
 # pytest reads extra options from here: the worker gets JUnit XML from any pytest a gate
@@ -42,7 +43,6 @@ LOCATIONS_TRIED = 20  # places in one failure's output looked up in the worktree
 LOCATION_SCAN_CHARS = 20_000  # of one failure's output; the test's own frame comes first
 SITE_PATH_CHARS = 500
 SITE_MESSAGE_CHARS = 500
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # What a gate sees of the worker's environment: enough to find its tools, never a
 # credential (the agent's API key included: the checks do not need it).
 GATE_VARIABLES = frozenset({"PATH", "LANG", "TZ", "TERM"})

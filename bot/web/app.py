@@ -13,9 +13,10 @@ from redis.retry import Retry
 from bot.ops.logs import configure_from
 from bot.ops.metrics import CONTENT_TYPE, CountingEndpoint, DeliveryCounter, render
 from bot.ops.settings import Settings, load_settings
+from bot.web.answers import REDIS_UNREACHABLE, Answer, encode
 from bot.web.bodies import BodyBudget
 from bot.web.enqueue import Enqueuer
-from bot.web.intake import Answer, Intake, WebhookEndpoint, encode
+from bot.web.intake import Intake, WebhookEndpoint
 from bot.web.triggers import TriggerContext
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"  # REDIS_URL unset: the local Redis
@@ -75,7 +76,7 @@ def _healthz_view(connection: redis.Redis) -> Callable[[], Response]:
         try:
             connection.ping()
         except redis.RedisError:
-            return _response(Answer(503, {"redis": "unreachable"}))
+            return _response(REDIS_UNREACHABLE)
         return _response(Answer(200, {"redis": "ok"}))
 
     return healthz
@@ -89,7 +90,7 @@ def _metrics_view(
         try:
             body = render(connection, queue_name)
         except redis.RedisError:
-            return _response(Answer(503, {"redis": "unreachable"}))
+            return _response(REDIS_UNREACHABLE)
         return Response(body, 200, content_type=CONTENT_TYPE)
 
     return metrics

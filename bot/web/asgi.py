@@ -19,17 +19,20 @@ from typing import Any
 from a2wsgi import WSGIMiddleware
 
 from bot.ops.metrics import DeliveryCounter
+from bot.web.answers import (
+    BUSY,
+    GONE,
+    OVERLONG,
+    POST_ONLY,
+    TOO_LARGE,
+    TOO_SLOW,
+    Answer,
+    encode,
+    response_headers,
+)
 from bot.web.app import build_app
 from bot.web.bodies import MAX_BODY_BYTES, BodyBudget
-from bot.web.intake import (
-    TOO_LARGE,
-    WEBHOOK_PATH,
-    Answer,
-    DeliveryHeaders,
-    Intake,
-    answer_from_headers,
-    encode,
-)
+from bot.web.intake import WEBHOOK_PATH, DeliveryHeaders, Intake, answer_from_headers
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -39,11 +42,6 @@ Send = Callable[[Message], Awaitable[None]]
 # The deadline and the byte budget are the WSGI path's (bot/web/bodies.py, REQDRIVE_BODY_*): a
 # delivery over what is left of the budget waits for nothing: it is answered 503 and GitHub
 # shows it as failed, to be redelivered.
-SLOW_BODY = Answer(408, {"error": "the body did not arrive in time"})
-BUSY = Answer(503, {"error": "too many deliveries arriving at once; redeliver later"})
-POST_ONLY = Answer(405, {"error": "deliveries are POSTed"})
-OVERLONG = Answer(400, {"error": "body longer than its Content-Length"})
-GONE = Answer(400, {"error": "the client closed the connection before the body arrived"})
 
 
 class WebhookASGI:
@@ -113,7 +111,7 @@ class WebhookASGI:
                     chunks.append(chunk)
             return b"".join(chunks)
         except TimeoutError:
-            return SLOW_BODY
+            return TOO_SLOW
         finally:
             chunks.clear()
             self._budget.release(reserved)
@@ -121,12 +119,7 @@ class WebhookASGI:
 
 async def _respond(send: Send, answer: Answer) -> None:
     body = encode(answer)
-    headers = [] if answer.status == 204 else [(b"content-type", b"application/json")]
-    if answer is POST_ONLY:
-        headers.append((b"allow", b"POST"))
-    if answer.status == 503:
-        headers.append((b"retry-after", b"30"))
-    headers.append((b"content-length", str(len(body)).encode()))
+    headers = [(k.lower().encode(), v.encode()) for k, v in response_headers(answer, body)]
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

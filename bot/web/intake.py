@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import IO, TYPE_CHECKING
 
@@ -15,6 +14,20 @@ from gidgethub.sansio import validate_event
 from pydantic import ValidationError
 
 from bot.exceptions import QueueUnavailable
+from bot.web.answers import (
+    IGNORED,
+    MALFORMED,
+    NO_INSTALLATION,
+    PONG,
+    POST_ONLY,
+    QUEUE_DOWN,
+    REFUSED_BODIES,
+    TOO_LARGE,
+    UNSIGNED,
+    Answer,
+    encode,
+    response_headers,
+)
 from bot.web.bodies import MAX_BODY_BYTES, Body, BodyBudget, Refusal
 from bot.web.enqueue import Accepted, Enqueuer
 from bot.web.events import Event, Payload
@@ -41,43 +54,12 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Answer:
-    """The HTTP status and JSON body a delivery gets."""
-
-    status: int
-    body: Mapping[str, object] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class DeliveryHeaders:
     """The three headers a delivery is judged by; None when absent."""
 
     event: str | None
     delivery_id: str | None
     signature: str | None  # X-Hub-Signature-256
-
-
-# Every refusal, in one place: the answer GitHub records for the delivery.
-TOO_LARGE = Answer(413, {"error": "body over 25 MiB"})
-UNSIGNED = Answer(401, {"error": "X-Hub-Signature-256 missing or wrong"})
-MALFORMED = Answer(400, {"error": "event/delivery headers missing or body not a JSON object"})
-PONG = Answer(200, {"ping": "ok"})
-IGNORED = Answer(204)
-QUEUE_DOWN = Answer(503, {"error": "queue unavailable; redeliver later"})
-# A repository or organization webhook pointed at reqdrive sends no installation, and a job
-# can get no token without one: refused here, with what to do, rather than failing in a worker.
-NO_INSTALLATION = Answer(
-    422,
-    {
-        "error": "this delivery names no installation: reqdrive acts only on deliveries GitHub "
-        "sends to the App; install the App on the repository instead of adding a webhook"
-    },
-)
-POST_ONLY = Answer(405, {"error": "deliveries are POSTed"})  # someone opened the URL
-# Bodies not yet verified are read with a deadline and within a byte budget (bot/web/bodies.py).
-BUSY = Answer(503, {"error": "too many unverified bodies in flight; redeliver later"})
-TOO_SLOW = Answer(408, {"error": "body not received before the deadline; send it at once"})
-REFUSED_BODIES = {Refusal.TOO_LARGE: TOO_LARGE, Refusal.BUSY: BUSY, Refusal.TOO_SLOW: TOO_SLOW}
 
 
 def answer_from_headers(event_name: str | None, content_length: int | None) -> Answer | None:
@@ -209,15 +191,9 @@ class WebhookEndpoint:
             return self._app(environ, start_response)
         post = environ.get("REQUEST_METHOD") == "POST"
         answer = self.answer(environ) if post else POST_ONLY
-        if answer.status == 204:
-            start_response(STATUS_LINES[204], [])
-            return []
         body = encode(answer)
-        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-        if not post:
-            headers.append(("Allow", "POST"))
-        start_response(STATUS_LINES[answer.status], headers)
-        return [body]
+        start_response(STATUS_LINES[answer.status], response_headers(answer, body))
+        return [body] if body else []
 
     def answer(self, environ: WSGIEnvironment) -> Answer:
         """The answer to the delivery in this environ; reads the body only if it must."""
@@ -262,8 +238,3 @@ def _content_length(environ: WSGIEnvironment) -> int | None:
         return int(value)
     match = CONTENT_LENGTH_RE.match(value)
     return max(0, int(match[1])) if match else 0
-
-
-def encode(answer: Answer) -> bytes:
-    """The JSON body of an answer (empty for 204)."""
-    return json.dumps(answer.body).encode() if answer.status != 204 else b""

@@ -363,7 +363,11 @@ def test_commands_are_not_swallowed_by_a_queued_run(
 
 
 def test_a_trigger_while_redis_is_down_is_refused_for_redelivery(down_client: FlaskClient) -> None:
-    assert post(down_client, "issues", webhooks.labeled())[0] == 503
+    body = webhooks.labeled()
+    refused = down_client.post("/webhook", data=body, headers=webhooks.headers("issues", body))
+    assert refused.status_code == 503
+    assert refused.get_json() == {"error": "queue unavailable; redeliver later"}
+    assert refused.headers["Retry-After"] == "30"  # the same answer the ASGI door gives
     assert post(down_client, "ping", webhooks.example_bytes("ping", "payload.json"))[0] == 200
 
 

@@ -113,8 +113,10 @@ def drop_installation(**arguments: Any) -> dict[str, object]:
 
 
 def scan_push(**arguments: Any) -> dict[str, object]:
-    """A push whose payload may not list every file: ask GitHub which requirement files it
-    changed and queue their runs as intake would have (same job ids, dedupe, coalescing)."""
+    """A push whose payload may not list every file, or that names a requirement outside the
+    default folder: read the repository's requirementsDir, ask GitHub which requirement files
+    the push changed there and queue their runs as intake would have (same job ids, dedupe,
+    coalescing)."""
     return _job(JobKind.SCAN, arguments, _scan)
 
 
@@ -268,7 +270,10 @@ def _plan(rt: Runtime, client: RepoClient, request: RunRequest) -> dict[str, obj
 def _scan(rt: Runtime, client: RepoClient, request: RunRequest) -> dict[str, object]:
     if request.head_sha is None:
         raise ValueError("a scan job needs the pushed commit")
-    paths = changed_requirement_files(client, request.base_sha, request.head_sha)
+    # The config the runs will be judged by: file_requirement reads it from the default
+    # branch too, and this push went to that branch.
+    requirements_dir = repo_context(client).config.requirements_dir
+    paths = changed_requirement_files(client, request.base_sha, request.head_sha, requirements_dir)
     if not paths:
         return {"status": "no requirement changed"}
     runs = [

@@ -11,6 +11,7 @@ from bot.requests import RunRequest
 from bot.stores.runs import RunRecord, RunRecords
 from worker.exceptions import RepoConfigError
 from worker.model.repo_config import CONFIG_PATHS, RepoConfig, parse_repo_config
+from worker.model.requirement_files import is_requirement_file
 from worker.model.slugs import slugify
 from worker.run.pipeline import Requirement
 
@@ -86,9 +87,8 @@ def issue_requirement(client: RepoClient, number: int) -> Requirement:
 
 def file_requirement(client: RepoClient, path: str, sha: str, ctx: RepoContext) -> Requirement:
     """A pushed REQ file at the pushed commit; a file outside `requirementsDir` is no trigger."""
-    folder = ctx.config.requirements_dir.strip("/")
     name = path.rsplit("/", 1)[-1]
-    if path.rsplit("/", 1)[0] != folder or not (name.startswith("REQ-") and name.endswith(".md")):
+    if not is_requirement_file(path, ctx.config.requirements_dir):
         raise Refusal("", check=None)  # silent: pushes outside the configured folder are dropped
     text = client.file_text(path, sha)
     if text is None:

@@ -1,29 +1,33 @@
-"""Which requirement files a push changed, asked of GitHub when its payload cannot say."""
+"""Which requirement files a push changed, asked of GitHub when intake could not tell."""
 
 from __future__ import annotations
 
 from bot.github.client import RepoClient
-from bot.web.triggers import REQUIREMENT_PATH_RE
+from worker.model.requirement_files import is_requirement_file, requirements_folder
 
-REQUIREMENTS_FOLDER = "docs/requirements"  # the folder REQUIREMENT_PATH_RE accepts
 NO_COMMIT = "0" * 40  # a push's `before` when it created the branch
 
 
-def changed_requirement_files(client: RepoClient, base: str | None, head: str) -> list[str]:
-    """Requirement paths that exist at `head` and differ from `base`, sorted.
+def changed_requirement_files(
+    client: RepoClient, base: str | None, head: str, requirements_dir: str
+) -> list[str]:
+    """Requirement files (in `requirements_dir`) that exist at `head` and differ from `base`,
+    sorted.
 
     The compare API first; when it reaches its file cap, the requirements folder listed at
     both commits and compared by blob sha (the folder holds far fewer files than a push may).
     """
-    files = client.changed_files(base, head) if base and base != NO_COMMIT else None
+    since = base if base and base != NO_COMMIT else None
+    files = client.changed_files(since, head) if since else None
     if files is not None:
         return sorted(
             path for path, status in files
-            if status != "removed" and REQUIREMENT_PATH_RE.match(path)
+            if status != "removed" and is_requirement_file(path, requirements_dir)
         )  # fmt: skip
-    before = client.folder_shas(REQUIREMENTS_FOLDER, base) if base and base != NO_COMMIT else {}
-    after = client.folder_shas(REQUIREMENTS_FOLDER, head)
+    folder = requirements_folder(requirements_dir)
+    before = client.folder_shas(folder, since) if since else {}
+    after = client.folder_shas(folder, head)
     return sorted(
         path for path, sha in after.items()
-        if REQUIREMENT_PATH_RE.match(path) and before.get(path) != sha
+        if is_requirement_file(path, requirements_dir) and before.get(path) != sha
     )  # fmt: skip

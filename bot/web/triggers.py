@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.requests import JobKind, RunRequest
 from bot.web.commands import parse_command
 from bot.web.events import Event
+from worker.model.requirement_files import (
+    DEFAULT_REQUIREMENTS_DIR,
+    is_requirement_file,
+    is_requirement_name,
+)
 
-# Intake does not read the repository's config (that needs the API), so the default
-# requirementsDir is used here; a file directly in it, not in a subfolder.
-REQUIREMENT_PATH_RE = re.compile(r"\Adocs/requirements/REQ-[^/]+\.md\Z")
 BRANCH_REF_PREFIX = "refs/heads/"
 # A push webhook lists at most 2048 commits, and for a commit too large to diff in time GitHub
 # leaves its file lists empty (the push schema says both). Such a payload cannot say which
@@ -61,12 +62,13 @@ def push(event: Event, ctx: TriggerContext) -> list[Trigger]:
     if not default_branch or p.ref != f"{BRANCH_REF_PREFIX}{default_branch}":
         return []  # other branches and tags (refs/tags/...) never trigger
     if not push_lists_every_file(event) and p.after:
-        return [_request(event, JobKind.SCAN, requirement=f"PUSH-{p.after}", head_sha=p.after,
-                         base_sha=p.before)]  # fmt: skip
-    return [
-        _request(event, JobKind.RUN, requirement=path, head_sha=p.after)
-        for path in changed_requirement_files(event)
-    ]
+        return [_scan(event, p.after)]
+    paths = pushed_requirement_names(event)
+    # Intake cannot read the repository's config (that needs the API): a requirement's name
+    # outside the default requirementsDir may be in a custom one, so a job reads the config.
+    if any(not is_requirement_file(path, DEFAULT_REQUIREMENTS_DIR) for path in paths) and p.after:
+        return [_scan(event, p.after)]
+    return [_request(event, JobKind.RUN, requirement=path, head_sha=p.after) for path in paths]
 
 
 def push_lists_every_file(event: Event) -> bool:
@@ -78,15 +80,16 @@ def push_lists_every_file(event: Event) -> bool:
     return all(c.added or c.modified or c.removed for c in commits)
 
 
-def changed_requirement_files(event: Event) -> list[str]:
-    """Requirement paths that exist after the push, in first-touched order.
+def pushed_requirement_names(event: Event) -> list[str]:
+    """Paths with a requirement's name, in any folder, that exist after the push, in
+    first-touched order.
 
     Commits are in order, so a file added then removed within one push is not run.
     """
     present: dict[str, None] = {}
     for commit in event.payload.commits:
         for path in (*commit.added, *commit.modified):
-            if REQUIREMENT_PATH_RE.match(path):
+            if is_requirement_name(path):
                 present.setdefault(path)
         for path in commit.removed:
             present.pop(path, None)
@@ -150,6 +153,12 @@ def _pushed_by_app(event: Event, ctx: TriggerContext) -> bool:
         return False
     # Without the slug we cannot tell our pushes from other Apps', so no Bot push triggers.
     return ctx.app_slug is None or sender.login == f"{ctx.app_slug}[bot]"
+
+
+def _scan(event: Event, head_sha: str) -> RunRequest:
+    # The scan job asks GitHub what the push changed and reads the config (bot/jobs/push_scan.py).
+    return _request(event, JobKind.SCAN, requirement=f"PUSH-{head_sha}", head_sha=head_sha,
+                    base_sha=event.payload.before)  # fmt: skip
 
 
 def _request(event: Event, kind: JobKind, **fields: object) -> RunRequest:

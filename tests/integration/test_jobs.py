@@ -21,8 +21,10 @@ from bot.jobs.job_class import ReqdriveJob
 from bot.ops.settings import load_settings
 from bot.requests import JobKind, RunRequest
 from bot.stores.runs import RERUN_KEY, RunRecord, RunRecords
+from bot.web.app import create_app
 from bot.web.enqueue import Enqueuer, job_id_for
 from tests.integration.test_pipeline import git, implement, prd, project_factory
+from tests.support import webhooks
 from tests.support.github_http import API, FakeGitHub, private_key_pem
 from worker.model.state import RedisCheckpointStore, StoryState
 from worker.run.pipeline import Pipeline
@@ -587,6 +589,42 @@ def test_a_comparison_at_its_300_file_cap_falls_back_to_the_requirements_folder(
     assert result["jobs"] == [job_id_for(run_for(p, head, "d-scan")) for p in paths]
     listings = [c for c in scene.gh.calls if c.path.endswith(f"/contents/{folder}")]
     assert sorted(c.query["ref"][0] for c in listings) == [base, head]
+
+
+def test_a_push_to_a_custom_requirements_folder_runs_what_is_in_it_and_nothing_else(
+    scene: Scene, redis_url: str
+) -> None:
+    # The push fixture's repository (default branch master), configured with its requirements
+    # in specs/. Intake reads no config, so the push is a scan; the scan reads the config.
+    gh, repo = scene.gh, "Codertocat/Hello-World"
+    git(scene.remote, "branch", "master", "main")
+    gh.add_repo(repo, str(scene.remote), default_branch="master")
+    gh.branch_heads[(repo, "master")] = git(scene.remote, "rev-parse", "master")
+    config = (gh.file_at(REPO, "main", ".github/reqdrive.yml") or "") + "requirementsDir: specs\n"
+    gh.set_file(repo, "master", ".github/reqdrive.yml", config)
+    gh.set_role(repo, "Codertocat", "write")
+    body = webhooks.push_of([(["specs/REQ-002-x.md", "notes/REQ-003-y.md"], [], [])])
+    pushed = json.loads(body)["after"]
+    gh.set_file(repo, pushed, "specs/REQ-002-x.md", "# REQ-002\nBuild feature one.\n")
+    gh.set_file(repo, pushed, "notes/REQ-003-y.md", "# REQ-003\nA note, not a requirement.\n")
+    scene.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    settings = load_settings(github_webhook_secret=webhooks.SECRET, redis_url=redis_url,
+                             reqdrive_queue=QUEUE, reqdrive_app_slug="reqdrive")  # fmt: skip
+    web = create_app(settings).test_client()
+
+    answer = web.post("/webhook", data=body, headers=webhooks.headers("push", body))
+    [scan] = scene.queue.get_jobs()
+    scene.work()
+
+    assert answer.status_code == 202 and scan.func_name == "bot.jobs.scan_push"
+    [pull] = gh.pulls_of(repo)
+    assert "`specs/REQ-002-x.md`" in pull["body"] and "REQ-003" not in pull["body"]
+    assert scene.records().for_source(repo, "specs/REQ-002-x.md") is not None
+    assert scene.records().for_source(repo, "notes/REQ-003-y.md") is None
+    # A new branch's push has no `before` to compare with: the configured folder is listed.
+    listings = [c for c in gh.calls if c.path.endswith(f"/repos/{repo}/contents/specs")]
+    assert [c.query["ref"][0] for c in listings] == [pushed]
+    assert not [c for c in gh.calls if "notes/" in c.path]
 
 
 def test_a_run_stopped_at_its_job_timeout_ends_timed_out_and_is_not_retried(

@@ -164,6 +164,25 @@ def test_validate_only_requirement_problems_exits_8(
     assert any("no .github/reqdrive.yml" in note for note in report["notes"])
 
 
+def test_validate_checks_the_requirements_in_the_configured_folder_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = checkout(
+        tmp_path,
+        {
+            ".github/reqdrive.yml": "requirementsDir: specs/\ntestCommand: pytest\n",
+            "specs/REQ-002-x.md": "",
+            "specs/drafts/REQ-004-later.md": "",  # a subfolder: never a trigger
+            "specs/notes.md": "",
+            "notes/REQ-003-y.md": "",
+            "docs/requirements/REQ-001.md": "",  # the default folder, moved away by the config
+        },
+    )
+    assert main(["validate", str(repo), "--json"]) == 8
+    report = json.loads(capsys.readouterr().out)
+    assert [p["file"] for p in report["problems"]] == ["specs/REQ-002-x.md"]  # empty
+
+
 def test_validate_write_converts_the_seeds_reqdrive_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

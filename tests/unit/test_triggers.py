@@ -79,11 +79,22 @@ def test_removed_requirements_and_other_files_do_not_run() -> None:
             ([], [], [REQ]),
             (["docs/requirements/REQ-002.md"], [], []),
             ([], [], ["docs/requirements/REQ-002.md"]),  # added then removed in one push
-            (["docs/requirements/notes.md", "docs/requirements/old/REQ-003.md"], [], []),
-            (["docs/REQ-004.md", "docs/requirements/REQ-005.txt"], [], []),
+            (["docs/requirements/notes.md", "docs/requirements/REQ-005.txt"], [], []),
+            (["notes/REQ-003.md"], [], ["notes/REQ-003.md"]),  # elsewhere, and removed again
         ]
     )
     assert triggers("push", body) == []
+
+
+@pytest.mark.parametrize("path", ["specs/REQ-002-x.md", "docs/requirements/old/REQ-003.md"])
+def test_a_requirement_name_outside_the_default_folder_makes_the_push_a_scan(path: str) -> None:
+    # Only the repository's config says whether `specs/` is its requirementsDir, and intake
+    # reads no config: the scan job does, and queues the runs.
+    body = webhooks.push_of([([REQ, path], [], [])])
+    payload = Payload.model_validate_json(body)
+    [request] = triggers("push", body)
+    assert request.kind is JobKind.SCAN
+    assert (request.head_sha, request.base_sha) == (payload.after, payload.before)
 
 
 @pytest.mark.parametrize(

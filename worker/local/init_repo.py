@@ -10,9 +10,9 @@ from pathlib import Path
 
 from worker.exceptions import PreflightError
 from worker.model.repo_config import DEFAULT_FORBIDDEN_PATHS
+from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR, is_requirement_name
 
 CONFIG_FILE = ".github/reqdrive.yml"
-DEFAULT_REQUIREMENTS_DIR = "docs/requirements"
 EXAMPLE_NAME = "REQ-001-example.md"
 SKIPPED_DIRS = frozenset({".git", ".reqdrive", "node_modules", "vendor", "target", ".venv"})
 PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
@@ -64,7 +64,9 @@ def detect(root: Path) -> Detected:
     else:
         found.notes.append("no pytest, npm, go or cargo project found: set testCommand yourself")
     existing = sorted(
-        p.parent for p in root.glob("**/REQ-*.md") if not SKIPPED_DIRS.intersection(p.parts)
+        p.parent
+        for p in root.glob("**/*.md")
+        if is_requirement_name(p.name) and not SKIPPED_DIRS.intersection(p.parts)
     )
     if existing:
         found.requirements_dir = existing[0].relative_to(root).as_posix()

@@ -16,6 +16,7 @@ from worker.model.repo_config import (
     check_repo_config,
     load_config_mapping,
 )
+from worker.model.requirement_files import REQUIREMENT_NAMES, is_requirement_file
 from worker.model.slugs import slugify
 
 SEEDS_CONFIG = "reqdrive.json"
@@ -101,11 +102,15 @@ def _check_config(root: Path, report: Report) -> RepoConfig | None:
 def _check_requirements(root: Path, folder: str, report: Report) -> None:
     base = root / folder
     if not base.is_dir():
-        report.notes.append(f"{folder}/ does not exist yet: requirements go there as REQ-*.md")
+        report.notes.append(
+            f"{folder}/ does not exist yet: requirements go there as {REQUIREMENT_NAMES}"
+        )
         return
     slugs: dict[str, str] = {}
-    for path in sorted(base.glob("REQ-*.md")):
+    for path in sorted(base.iterdir()):
         name = path.relative_to(root).as_posix()
+        if not path.is_file() or not is_requirement_file(name, folder):
+            continue
         report.requirements.append(name)
         problem = _requirement_problem(path)
         if problem:
@@ -121,7 +126,7 @@ def _check_requirements(root: Path, folder: str, report: Report) -> None:
             )
         slugs.setdefault(slug, name)
     if not report.requirements:
-        report.notes.append(f"{folder}/ holds no REQ-*.md yet")
+        report.notes.append(f"{folder}/ holds no {REQUIREMENT_NAMES} yet")
 
 
 def _requirement_problem(path: Path) -> str | None:

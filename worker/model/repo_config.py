@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from worker.exceptions import RepoConfigError
 from worker.git.workspace import run_git
+from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR
 from worker.model.validation import Problem, problems
 from worker.verdict.gates import UNSAFE_NAME_RE, GateSpec
 
@@ -95,7 +96,7 @@ class RepoConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
-    requirements_dir: RepoFolder = Field(default="docs/requirements", alias="requirementsDir")
+    requirements_dir: RepoFolder = Field(default=DEFAULT_REQUIREMENTS_DIR, alias="requirementsDir")
     base_branch: str | None = Field(default=None, alias="baseBranch")
     test_command: str | None = Field(default=None, alias="testCommand")
     lint_command: str | None = Field(default=None, alias="lintCommand")

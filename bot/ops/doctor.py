@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 
@@ -56,12 +57,16 @@ def doctor_main(argv: Sequence[str]) -> int:
         "App's identity, and which toolchains the sandbox lets the checks see. Reads the "
         "environment and .env like `reqdrive up`; exits 1 when something must be fixed.",
     )
-    parser.parse_args(argv)
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    args = parser.parse_args(argv)
     load_dotenv(Path.cwd() / ".env", override=False)
     findings = diagnose(os.environ)
+    failed = sum(f.verdict is Verdict.FAIL for f in findings)
+    if args.json:
+        print(json.dumps([asdict(f) for f in findings], indent=2))
+        return 1 if failed else 0
     for finding in findings:
         print(finding.line())
-    failed = sum(f.verdict is Verdict.FAIL for f in findings)
     print(f"{failed} to fix" if failed else "reqdrive can run here")
     return 1 if failed else 0
 

@@ -202,7 +202,19 @@ def test_every_token_a_job_asks_for_is_within_the_manifest() -> None:
         } == {}
 
 
-COMMANDS = ["up", "serve", "worker", "replay", "init", "validate", "plan", "run", "status", "logs"]
+COMMANDS = [
+    "up",
+    "serve",
+    "worker",
+    "replay",
+    "init",
+    "validate",
+    "plan",
+    "run",
+    "status",
+    "logs",
+    "doctor",
+]
 
 
 def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -43,6 +43,7 @@ ENGINE_COMMANDS = {
     "plan": ("worker.local.run_cli", "plan_main"),
     "logs": ("worker.local.repo_cli", "logs_main"),
     "status": ("bot.ops.status_cli", "status_main"),
+    "doctor": ("bot.ops.doctor", "doctor_main"),
 }
 ENGINE_HELP = {
     "init": "write .github/reqdrive.yml and a template requirement in this checkout",
@@ -50,6 +51,7 @@ ENGINE_HELP = {
     "plan": "plan a requirement into stories only, as run would",
     "status": "runs in the work dir, and the queue's jobs when REDIS_URL is set",
     "logs": "a run's progress and its current agent call's log",
+    "doctor": "check git, bubblewrap, the agent CLI, Redis, the App's identity and toolchains",
 }
 
 MMAP_THRESHOLD_BYTES = 1024 * 1024
@@ -63,6 +65,10 @@ DEFAULT_GRACE_S = 20.0
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run one subcommand; return the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if not args_list:
+        # `reqdrive` alone is someone finding their way: the commands, not a usage error.
+        build_parser().print_help()
+        return 0
     if args_list[:1] == ["run"]:
         # Every option after `run` belongs to the engine's own parser, --help included.
         return run_engine(args_list[1:])
@@ -86,7 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"reqdrive {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    up = commands.add_parser("up", help="run the local stack: Redis if needed, web, one worker")
+    up = _command(
+        commands,
+        "up",
+        "run the local stack: Redis if needed, web, one worker",
+        "Start the whole stack in this folder: an embedded Redis under .reqdrive/ unless "
+        "REDIS_URL is set, the web server and one worker, read from the environment and .env; "
+        "prints where to point GitHub's webhooks. Ctrl-C stops everything together.",
+    )
     _add_bind_options(up)
     up.add_argument(
         "--grace",
@@ -98,18 +111,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.set_defaults(handler=_up)
 
-    serve = commands.add_parser("serve", help="run the production web server (Procfile web)")
+    serve = _command(
+        commands,
+        "serve",
+        "run the production web server (Procfile web)",
+        "Serve POST /webhook, GET /healthz and GET /metrics with granian (one process per core, "
+        "WEB_CONCURRENCY to change). Needs GITHUB_WEBHOOK_SECRET and a Redis (REDIS_URL).",
+    )
     _add_bind_options(serve)
     serve.set_defaults(handler=_serve)
 
-    worker = commands.add_parser("worker", help="run one RQ worker with scheduler on the queue")
+    worker = _command(
+        commands,
+        "worker",
+        "run one RQ worker with scheduler on the queue",
+        "Take reqdrive's jobs from the queue in REDIS_URL and run them: plan, implement and "
+        "verify requirements, report to GitHub. Needs the App's identity (GITHUB_APP_ID and "
+        "its private key) and bubblewrap unless REQDRIVE_SANDBOX=off.",
+    )
     worker.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     worker.set_defaults(handler=_worker)
 
-    replay = commands.add_parser("replay", help="sign a stored payload and post it to a server")
+    replay = _command(
+        commands,
+        "replay",
+        "sign a stored payload and post it to a server",
+        "Sign a stored webhook payload with GITHUB_WEBHOOK_SECRET exactly as GitHub does and "
+        "post it to a running reqdrive (by default the one `reqdrive up` started here).",
+    )
     replay.add_argument("event", help="the X-GitHub-Event name, e.g. issues or ping")
     replay.add_argument("payload", help="a JSON file; its exact bytes are signed and sent")
-    replay.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}/webhook")
+    replay.add_argument(
+        "--url",
+        help="where to post (default: the webhook URL of the `reqdrive up` running here, "
+        f"else http://{DEFAULT_HOST}:{DEFAULT_PORT}/webhook)",
+    )
     replay.add_argument("--delivery-id", help="X-GitHub-Delivery (default: a random UUID)")
     replay.set_defaults(handler=_replay)
 
@@ -118,6 +154,16 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in ENGINE_HELP.items():
         commands.add_parser(name, help=text, add_help=False)
     return parser
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """A subcommand with its one-line summary (in `reqdrive --help`) and its own description."""
+    return commands.add_parser(name, help=summary, description=description)
 
 
 def _add_bind_options(parser: argparse.ArgumentParser) -> None:
@@ -226,13 +272,19 @@ def _check_sandbox(settings: Settings) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from bot.ops.replay import replay_file
+    from bot.ops.replay import replay_file, running_stack_url
+    from bot.ops.startup import LOCK_FILE
 
     # The same .env `reqdrive up` reads; variables set in the environment win over it.
     settings = load_settings(_env_file=Path.cwd() / ".env")
     secret = settings.github_webhook_secret.get_secret_value()
+    url = (
+        args.url
+        or running_stack_url(settings.reqdrive_work_dir / LOCK_FILE)
+        or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}/webhook"
+    )
     return replay_file(
-        args.event, args.payload, url=args.url, delivery_id=args.delivery_id, secret=secret
+        args.event, args.payload, url=url, delivery_id=args.delivery_id, secret=secret
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TIMEOUT_S = 30.0
+# What `reqdrive up` writes into its lock file while it runs (bot/ops/startup.py StackLock).
+STACK_URL_RE = re.compile(r"webhook URL (http://\S+)")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,17 @@ def post_delivery(url: str, event: str, body: bytes, secret: str, delivery_id: s
             return Answer(response.status, response.read().decode(errors="replace"))
     except urllib.error.HTTPError as exc:
         return Answer(exc.code, exc.read().decode(errors="replace"))
+
+
+def running_stack_url(lock_file: Path) -> str | None:
+    """The webhook URL of the `reqdrive up` running over this work dir, from its lock file.
+
+    `up` empties the file when it stops, so a URL found here is one that was live."""
+    try:
+        match = STACK_URL_RE.search(lock_file.read_text(errors="replace"))
+    except OSError:
+        return None
+    return match[1] if match else None
 
 
 def replay_file(event: str, payload: str, *, url: str, delivery_id: str | None, secret: str) -> int:

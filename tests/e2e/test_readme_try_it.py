@@ -62,7 +62,7 @@ def test_the_try_it_section_runs_as_written(tmp_path: Path) -> None:
     assert outputs["validate"].startswith("ok: .github/reqdrive.yml, 1 requirement(s)")
     assert "US-001 (priority 1) Say hello" in outputs["plan"]
     assert "done: 1 story" in outputs["run"]
-    assert "req-001-example: finished (done)" in outputs["status"]
+    assert "req-001-example: ready; 1/1 stories passed, 1 attempt" in outputs["status"]
     assert "plan: 1 story US-001" in outputs["logs"]
     branch = subprocess.run(
         ["git", "log", "--format=%s", "reqdrive/req-001-example"],

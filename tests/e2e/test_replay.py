@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.ops.startup import StackLock
 from tests.support.ports import closed_port, free_port
 from tests.support.webhooks import EXAMPLES
 
@@ -182,3 +183,26 @@ def test_each_replay_gets_a_fresh_delivery_id(recorder: tuple[str, type[_Recorde
     assert _replay(url).returncode == 0
     first, second = (str(uuid.UUID(h["X-GitHub-Delivery"])) for h, _ in handler.received)
     assert first != second
+
+
+def test_replay_without_url_posts_to_the_port_up_recorded(
+    recorder: tuple[str, type[_Recorder]], tmp_path: Path
+) -> None:
+    # `up` on another port than 3000 writes its webhook URL into the work dir's lock file.
+    url, handler = recorder
+    lock = StackLock(tmp_path / ".reqdrive")
+    lock.acquire(f"webhook URL {url}")
+    try:
+        result = subprocess.run(
+            [REQDRIVE, "replay", "issues", str(LABELED)],
+            cwd=tmp_path,
+            env=_env(GITHUB_WEBHOOK_SECRET=SECRET),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        lock.release()
+    assert result.returncode == 0, result.stderr
+    assert len(handler.received) == 1

@@ -368,3 +368,53 @@ def test_sandbox_on_without_bubblewrap_exits_2_saying_what_to_do(
     assert done.returncode == 2
     assert "bwrap is not installed" in done.stderr and "apt-get install bubblewrap" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_run_ending_in_a_draft_exits_9_and_json_says_which_story_failed(
+    tmp_path: Path, checkout: Path
+) -> None:
+    (checkout / ".github/reqdrive.yml").write_text(
+        yaml.safe_dump({"testCommand": PYTEST, "maxStoryRetries": 1})
+    )
+    git(checkout, "commit", "-qam", "one attempt per story")
+    scenario = scenario_file(
+        tmp_path,
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {"US-001": [implement(1, correct=False)], "US-002": [implement(2)]},
+        },
+    )
+    done = run_cli(checkout, command(tmp_path, scenario, "--run-id", "demo", "--json"))
+
+    assert done.returncode == 9, done.stderr
+    outcome = json.loads(done.stdout[done.stdout.index("{") :])
+    assert outcome["ready"] is False and outcome["exit_code"] == 9
+    assert outcome["draft_reason"] == "1 of 2 stories did not pass: US-001 (failed)"
+    assert [(s["id"], s["state"]) for s in outcome["stories"]] == [
+        ("US-001", "failed"),
+        ("US-002", "passed"),
+    ]
+    assert Path(outcome["run_dir"], "pr.md").is_file()
+
+
+def test_a_requirement_named_by_its_number_runs_that_file(tmp_path: Path, checkout: Path) -> None:
+    scenario = scenario_file(
+        tmp_path, {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}}
+    )
+    argv = command(tmp_path, scenario, "--json")
+    argv[argv.index(REQUIREMENT)] = "REQ-001"
+    done = run_cli(checkout, argv)
+
+    assert done.returncode == 0, done.stderr
+    assert f"REQ-001 is {REQUIREMENT}" in done.stderr
+    outcome = json.loads(done.stdout[done.stdout.index("{") :])
+    assert outcome["ready"] is True and outcome["branch"] == BRANCH
+
+
+def test_a_requirement_number_that_names_no_file_is_refused_not_planned(
+    tmp_path: Path, checkout: Path
+) -> None:
+    done = run_cli(checkout, [sys.executable, "-m", "worker.local.run_cli", "REQ-404"])
+    assert done.returncode == 8
+    assert "no requirement file named REQ-404*.md" in done.stderr
+    assert not (checkout / ".reqdrive" / "runs").exists()

@@ -287,3 +287,41 @@ def test_logs_follow_prints_what_the_run_adds_until_its_process_ends(
         writer.wait(timeout=30)
     out = capsys.readouterr().out.splitlines()
     assert out == ["first line", "second line"]
+
+
+def test_local_status_says_ready_draft_cancelled_or_failed_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "work/runs"
+    ends = {
+        "good": ("finished", "all stories passed", {"ready": True, "draft_reason": None}),
+        "half": (
+            "finished",
+            "no story left to try",
+            {"ready": False, "draft_reason": "1 of 2 stories did not pass: US-002 (failed)"},
+        ),
+        "stopped": ("finished", "cancelled", {"ready": False, "draft_reason": "cancelled"}),
+        "broken": ("failed", None, None),
+    }
+    for run_id, (status_, stop, summary) in ends.items():
+        folder = runs / run_id
+        folder.mkdir(parents=True)
+        data = json.loads(checkpoint(run_id, status_, [story("US-001", "passed", 1)]))
+        data.update(stop_reason=stop, error="git push was refused" if stop is None else None)
+        (folder / "checkpoint.json").write_text(json.dumps(data))
+        if summary is not None:
+            (folder / "verification-summary.json").write_text(json.dumps(summary))
+    monkeypatch.delenv("REDIS_URL", raising=False)
+
+    code, out = status(capsys, "--work-dir", str(tmp_path / "work"))
+    lines = out.splitlines()
+
+    assert code == 0
+    assert "  good: ready; 1/1 stories passed, 1 attempt, $1.50" in lines
+    assert "  half: draft; 1/1 stories passed, 1 attempt, $1.50" in lines
+    assert "    why: 1 of 2 stories did not pass: US-002 (failed)" in lines
+    assert "  stopped: cancelled; 1/1 stories passed, 1 attempt, $1.50" in lines
+    assert "    why: stopped by request; what passed is on reqdrive/stopped" in lines
+    assert "  broken: failed (implement); 1/1 stories passed, 1 attempt, $1.50" in lines
+    assert "    why: git push was refused" in lines
+    assert not any("finished" in line for line in lines)

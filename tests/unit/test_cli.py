@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -12,7 +13,8 @@ import pytest
 import yaml
 
 from bot.ops import cli
-from bot.ops.replay import signature
+from bot.ops.replay import running_stack_url, signature
+from bot.ops.startup import StackLock
 from tests.support.ports import closed_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,10 +80,28 @@ def test_web_server_runs_in_this_interpreter_on_the_given_address() -> None:
     assert any("bot.web.asgi:create_asgi_app" in arg for arg in argv)
 
 
-def test_replay_defaults_to_the_local_stack() -> None:
-    args = cli.build_parser().parse_args(["replay", "ping", "ping.json"])
-    assert args.url == "http://127.0.0.1:3000/webhook"
-    assert args.delivery_id is None
+def test_replay_finds_the_url_of_the_running_stack_and_none_once_it_stopped(
+    tmp_path: Path,
+) -> None:
+    lock = StackLock(tmp_path)
+    lock.acquire("webhook URL http://127.0.0.1:3999/webhook")
+    assert running_stack_url(lock.path) == "http://127.0.0.1:3999/webhook"
+    lock.release()
+    assert running_stack_url(lock.path) is None
+    assert running_stack_url(tmp_path / "missing.lock") is None
+
+
+def test_reqdrive_alone_prints_the_commands_each_with_a_description() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.ops.cli"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    for command in ("up", "serve", "worker", "replay", "run", "init", "validate", "status"):
+        assert f"    {command} " in result.stdout
+    for command in ("up", "serve", "worker", "replay"):
+        parser = cli.build_parser()
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        assert len(sub.choices[command].description or "") > 60, command
 
 
 def test_signature_matches_githubs_documented_example() -> None:

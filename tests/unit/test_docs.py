@@ -70,7 +70,7 @@ LOG_ROW_RE = re.compile(r"^\| `([\w.]+)` \| [A-Z/]+ \| (.+?) \|", re.M)
 def _logged_messages() -> dict[str, set[str]]:
     """Each module's logger name (its __name__) and the constant messages it logs."""
     found: dict[str, set[str]] = {}
-    for path in sorted([*ROOT.glob("bot/*.py"), *ROOT.glob("worker/**/*.py")]):
+    for path in sorted([*ROOT.glob("bot/**/*.py"), *ROOT.glob("worker/**/*.py")]):
         logger = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         messages = set(LOG_CALL_RE.findall(path.read_text()))
         if messages:
@@ -130,7 +130,7 @@ def _documented_messages() -> list[tuple[str, str]]:
 
 
 def _all_sources() -> str:
-    return "".join(p.read_text() for p in [*ROOT.glob("bot/*.py"), *ROOT.glob("worker/**/*.py")])
+    return "".join(p.read_text() for p in [*ROOT.glob("bot/**/*.py"), *ROOT.glob("worker/**/*.py")])
 
 
 # The permission GitHub documents for each REST operation reqdrive calls ("Permissions required
@@ -202,7 +202,19 @@ def test_every_token_a_job_asks_for_is_within_the_manifest() -> None:
         } == {}
 
 
-COMMANDS = ["up", "serve", "worker", "replay", "init", "validate", "plan", "run", "status", "logs"]
+COMMANDS = [
+    "up",
+    "serve",
+    "worker",
+    "replay",
+    "init",
+    "validate",
+    "plan",
+    "run",
+    "status",
+    "logs",
+    "doctor",
+]
 
 
 def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -240,7 +252,7 @@ def test_the_operations_page_shows_the_procfile_as_it_is() -> None:
 
 def test_the_architecture_page_names_every_module() -> None:
     architecture = (ROOT / "docs" / "architecture.md").read_text()
-    modules = [*ROOT.glob("bot/*.py"), *ROOT.glob("worker/*.py")]
+    modules = [*ROOT.glob("bot/**/*.py"), *ROOT.glob("worker/**/*.py")]
     missing = [
         str(path.relative_to(ROOT))
         for path in modules

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -39,7 +40,7 @@ from worker.git.workspace import run_git
 from worker.model.prd import MAX_PRD_BYTES, Prd
 from worker.model.run_ids import check_run_id
 from worker.model.slugs import slugify
-from worker.model.state import FileCheckpointStore, StopReason
+from worker.model.state import FileCheckpointStore, RunResult, StopReason
 from worker.report.console import ConsoleReporter
 from worker.report.protocol import Reporter
 from worker.report.story_states import count_stories
@@ -49,7 +50,9 @@ from worker.run.run_folder import PRD_JSON
 # Environment variables whose values are secrets wherever they appear in output.
 SECRET_ENV_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE_KEY|API_KEY|REDIS_URL", re.IGNORECASE)
 # An argument that looks like a file name but names no file is a typo, not requirement text.
-PATH_LIKE_RE = re.compile(r"^\S+\.(md|txt|markdown)$", re.IGNORECASE)
+PATH_LIKE_RE = re.compile(r"^\S+\.(md|txt|markdown)$|^\S*/\S*$", re.IGNORECASE)
+# `REQ-001` (or `REQ-001-export`) alone names a requirement file, never requirement text.
+REQUIREMENT_ID_RE = re.compile(r"^REQ-\d+(?:-[\w.-]*)?$", re.IGNORECASE)
 
 
 class ExitCode(IntEnum):
@@ -64,6 +67,8 @@ class ExitCode(IntEnum):
     PR_ERROR = 6
     USER_ABORT = 7
     PREFLIGHT_FAILED = 8
+    # Not in the seeds: a run that finished with a draft is not a success a script may build on.
+    NOT_READY = 9
 
 
 # One table from failure to exit code; the message is the exception's own sentence.
@@ -97,6 +102,11 @@ def build_parser(*, plan_only: bool = False) -> argparse.ArgumentParser:
             "on branch reqdrive/<slug>, verify every story with the repository's own checks, "
             "and write the pull request body to the run folder. Your working tree is not "
             "touched.",
+        )
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="print the run's outcome as one JSON object on stdout (progress stays on stderr)",
         )
         parser.add_argument(
             "--plan",
@@ -150,9 +160,38 @@ def main(argv: Sequence[str] | None = None, *, plan_only: bool = False) -> int:
         signal.signal(signal.SIGINT, previous)
     if plan_only:
         return _print_plan(pipeline, args.requirement, json_output=args.json)
+    code = run_exit_code(result)
+    if args.json:
+        print(json.dumps(outcome_json(result, code), indent=2))
+    return int(code)
+
+
+def run_exit_code(result: RunResult) -> ExitCode:
+    """Ready is success; a run stopped by Ctrl-C or ending in a draft says so to the shell."""
     if result.stop_reason is StopReason.CANCELLED:
-        return int(ExitCode.USER_ABORT)
-    return int(ExitCode.SUCCESS)
+        return ExitCode.USER_ABORT
+    return ExitCode.SUCCESS if result.ready else ExitCode.NOT_READY
+
+
+def outcome_json(result: RunResult, code: ExitCode) -> dict[str, object]:
+    """What `run --json` prints: the verdict, each story's state, and where the files are."""
+    return {
+        "run_id": result.run_id,
+        "exit_code": int(code),
+        "ready": result.ready,
+        "draft_reason": result.draft_reason,
+        "stop_reason": result.stop_reason.value if result.stop_reason else None,
+        "branch": result.branch,
+        "base_sha": result.base_sha,
+        "head_sha": result.head_sha,
+        "stories": [
+            {"id": s.id, "title": s.title, "state": s.state.value, "attempts": len(s.attempts)}
+            for s in result.stories
+        ],
+        "still_failing": result.still_failing,
+        "cost_usd": result.cost_usd,
+        "run_dir": result.run_dir,
+    }
 
 
 def plan_main(argv: Sequence[str]) -> int:
@@ -306,12 +345,32 @@ def _requirement(argument: str, root: Path) -> Requirement:
         return Requirement(
             text=text, source=repo_path or path.name, slug=slugify(path.stem), repo_path=repo_path
         )
+    if REQUIREMENT_ID_RE.match(argument.strip()):
+        return _requirement(_file_named(argument.strip(), root), root)
     if PATH_LIKE_RE.match(argument.strip()):
         raise PreflightError(f"requirement file {argument} not found")
     if not argument.strip():
         raise PreflightError("the requirement is empty")
     first_line = argument.strip().splitlines()[0]
     return Requirement(text=argument, source="text", slug=slugify(first_line, max_len=40))
+
+
+def _file_named(name: str, root: Path) -> str:
+    """The one requirement file `REQ-001` names in the checkout, or an error listing the choice."""
+    found = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob(f"{name}*.md")
+        if ".reqdrive" not in p.parts and ".git" not in p.parts
+    )
+    if len(found) == 1:
+        print(f"reqdrive: {name} is {found[0]}", file=sys.stderr)
+        return str(root / found[0])
+    if not found:
+        raise PreflightError(
+            f"no requirement file named {name}*.md in {root}: give the file's path "
+            "(docs/requirements/REQ-001-name.md) or the requirement's text in quotes"
+        )
+    raise PreflightError(f"{name} could be any of {', '.join(found)}: give the file's path")
 
 
 if __name__ == "__main__":

@@ -15,10 +15,17 @@ from pydantic import ValidationError
 from worker.exceptions import PreflightError
 from worker.model.run_ids import check_run_id
 from worker.model.state import CHECKPOINT_FILE, Checkpoint
-from worker.run.run_folder import LOCK_FILE, PROGRESS, RUN_JSON
+from worker.run.run_folder import LOCK_FILE, PROGRESS, RUN_JSON, VERIFICATION_SUMMARY
 
 # An agent call's log (iteration-3.log, iteration-plan-1.log), not a gate's (iteration-3.tests.log).
 AGENT_LOG_RE = re.compile(r"iteration-(?:\d+|plan-\d+)\.log")
+# A run in one of these states is over: its step no longer says anything.
+FINISHED = frozenset({"ready", "draft", "cancelled"})
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 attempt`, `3 attempts`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 @dataclass
@@ -43,6 +50,8 @@ class RunLine:
     held_by: int | None = None  # the pid of a live process holding the run's lock
     stop_reason: str | None = None
     error: str | None = None
+    # For a finished or failed run, the one-line reason: why it is a draft, what failed.
+    why: str | None = None
     stories: list[StoryLine] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -91,7 +100,20 @@ def read_run(folder: Path) -> RunLine:
         line.attempts = sum(s.attempts for s in line.stories)
     if line.status == "running" and line.held_by is None:
         line.status = "stopped"  # its process is gone: `reqdrive run` with its id resumes it
+    _settle(line, _json(folder / VERIFICATION_SUMMARY))
     return line
+
+
+def _settle(line: RunLine, summary: dict[str, Any]) -> None:
+    """A finished run is ready, a draft or cancelled, never just finished; a failed one says why."""
+    if line.status == "failed":
+        line.why = line.error
+    elif line.status == "finished" and line.stop_reason == "cancelled":
+        line.status, line.why = "cancelled", f"stopped by request; what passed is on {line.branch}"
+    elif line.status == "finished":
+        ready = summary.get("ready") is True
+        line.status = "ready" if ready else "draft"
+        line.why = None if ready else str(summary.get("draft_reason") or "no verdict was written")
 
 
 def holder(folder: Path) -> int | None:
@@ -132,16 +154,19 @@ def render_runs(runs: list[RunLine], *, detail: bool) -> list[str]:
     for run in runs:
         held = f", held by pid {run.held_by}" if run.held_by else ""
         passed = sum(s.state == "passed" for s in run.stories)
+        state = run.status if run.status in FINISHED else f"{run.status} ({run.step}{held})"
         lines.append(
-            f"{run.run_id}: {run.status} ({run.step}{held}); {passed}/{len(run.stories)} stories "
-            f"passed, {run.attempts} attempts, ${run.cost_usd:.2f}"
+            f"{run.run_id}: {state}; {passed}/{len(run.stories)} stories passed, "
+            f"{plural(run.attempts, 'attempt')}, ${run.cost_usd:.2f}"
         )
+        if run.why:
+            lines.append(f"  why: {run.why}")
         if detail:
             lines.append(f"  requirement {run.requirement}  branch {run.branch}")
             lines += [f"  {s.id} {s.state} ({s.attempts} attempts) {s.title}" for s in run.stories]
             if run.stop_reason:
                 lines.append(f"  stopped because {run.stop_reason}")
-        if run.error:
+        if run.error and run.error != run.why:
             lines.append(f"  error: {run.error}")
     return lines
 

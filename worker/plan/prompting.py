@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 
 from worker.exceptions import RepoConfigError
-from worker.git.workspace import run_git
+from worker.git.runner import run_git
 from worker.model.repo_config import read_file_at
 from worker.plan.override_render import OverrideError, RenderLimits, render_override
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -166,3 +168,63 @@ def test_a_spare_does_not_carry_its_old_lease(cache: RepositoryCache, remote: Re
     commit(second.path, "story-1.txt", "one\n")
 
     assert cache.push(second) == remote.head(BRANCH)
+
+
+# --- the agent's view and the worker's checks after it ------------------------------------
+
+
+def test_the_agents_git_sees_its_branch_and_base_but_its_commits_stay_out_of_the_mirror(
+    cache: RepositoryCache, remote: Remote, tmp_path: Path
+) -> None:
+    worktree = prepare(cache, remote, "run-1")
+    story = commit(worktree.path, "story-1.txt", "one\n")
+    view = cache.agent_view(worktree, tmp_path / "view")
+    # As the sandbox binds it: the view's `.git` file over the checkout's.
+    agent_env = {**os.environ, "GIT_DIR": str(view.git_dir), "GIT_WORK_TREE": str(worktree.path)}
+
+    def agent_git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=worktree.path, env=agent_env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert agent_git("status", "--porcelain") == ""
+    assert agent_git("symbolic-ref", "HEAD") == f"refs/heads/{BRANCH}"
+    assert agent_git("rev-parse", "HEAD") == story
+    assert agent_git("diff", "--name-only", "origin/main") == "story-1.txt"
+    (worktree.path / "story-2.txt").write_text("two\n")
+    agent_git("add", "story-2.txt")
+    agent_git("commit", "-q", "-m", "the agent's own commit")
+
+    assert head_sha(worktree.path) == story  # the run's branch moves only by the worker
+    assert git(worktree.path, "status", "--porcelain") == "?? story-2.txt"
+
+
+def test_secure_puts_back_a_git_file_and_a_mirror_config_the_agent_rewrote(
+    cache: RepositoryCache, remote: Remote, tmp_path: Path
+) -> None:
+    worktree = prepare(cache, remote, "run-1")
+    elsewhere = tmp_path / "elsewhere"
+    git(tmp_path, "init", "-q", str(elsewhere))
+    (worktree.path / ".git").write_text(f"gitdir: {elsewhere / '.git'}\n")
+    mirror = cache.mirror_path(remote.url)
+    git(mirror, "config", "core.sshCommand", "touch /tmp/pwned")
+
+    cache.secure(worktree)
+
+    assert (worktree.path / ".git").read_text() == f"gitdir: {worktree.git_dir}\n"
+    assert git(worktree.path, "rev-parse", "HEAD") == remote.head()
+    assert "sshcommand" not in (mirror / "config").read_text().lower()
+
+
+def test_a_checkout_off_the_runs_branch_is_refused_before_a_commit_or_push(
+    cache: RepositoryCache, remote: Remote
+) -> None:
+    worktree = prepare(cache, remote, "run-1")
+    git(worktree.path, "checkout", "-q", "--detach")
+
+    with pytest.raises(WorkspaceError, match="detached HEAD"):
+        cache.check_worktree(worktree)
+    with pytest.raises(WorkspaceError, match="refusing to commit or push"):
+        cache.push(worktree)

@@ -42,7 +42,8 @@ from worker.agents.base import AgentCall, AgentSettings  # noqa: E402
 from worker.agents.registry import make_runner  # noqa: E402
 from worker.confine.redact import Redactor  # noqa: E402
 from worker.confine.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox  # noqa: E402
-from worker.git.workspace import RepositoryCache, Worktree  # noqa: E402
+from worker.git.cache import RepositoryCache  # noqa: E402
+from worker.git.worktree import Worktree  # noqa: E402
 
 GIT_AGENT = "#!/bin/sh\necho change >> notes.txt\ngit status --porcelain >/dev/null\ngit add -A\n"
 HTTP_AGENT = (

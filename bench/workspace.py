@@ -48,13 +48,10 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from worker.git.workspace import (  # noqa: E402
-    BRANCH_REFSPEC,
-    TAG_REFSPEC,
-    RepositoryCache,
-    Worktree,
-    run_git,
-)
+from worker.git.cache import RepositoryCache  # noqa: E402
+from worker.git.mirror import BRANCH_REFSPEC, TAG_REFSPEC  # noqa: E402
+from worker.git.runner import run_git  # noqa: E402
+from worker.git.worktree import Worktree  # noqa: E402
 
 WORK = ROOT / "bench" / ".work"
 ENGINE_BENCH = ROOT / "bench" / "engine.py"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 
 class ReqdriveError(Exception):
@@ -42,6 +43,15 @@ class PreflightError(ReqdriveError):
 
 class RunLockHeld(PreflightError):
     """Another worker holds this requirement's run lock."""
+
+
+class FileLockHeld(ReqdriveError):
+    """Another process holds a file lock; `holder` is what it wrote in the file."""
+
+    def __init__(self, path: Path, holder: str) -> None:
+        self.path = path
+        self.holder = holder
+        super().__init__(f"{path} is held by {holder}")
 
 
 class ResumeError(ReqdriveError):

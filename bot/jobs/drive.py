@@ -20,7 +20,7 @@ from bot.ops.metrics import MeteredReporter, record_run
 from bot.stores.runs import RunRecord
 from worker.confine.sandbox import api_hosts, readonly_paths, sandbox_for
 from worker.exceptions import RunLockHeld
-from worker.git.workspace import GitCredentials
+from worker.git.runner import GitCredentials
 from worker.model.state import RunResult
 from worker.run.pipeline import Pipeline, Requirement, RunSpec
 from worker.run.run_lock import RedisRunLock, run_lock_key

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import errno
-import fcntl
 import os
 import socket
 from pathlib import Path
-from typing import IO
 
 from bot.exceptions import ConfigurationError
 from bot.ops.embedded_redis import redis_answers
 from bot.ops.settings import Settings
+from worker.confine.file_lock import FileLock
+from worker.exceptions import FileLockHeld
 
 LOCK_FILE = "up.lock"
 
@@ -89,39 +89,22 @@ def app_credentials_problem(settings: Settings) -> tuple[bool, str] | None:
 
 
 class StackLock:
-    """`<work dir>/up.lock`, held while one `reqdrive up` runs there; it names that up's pid.
-
-    An flock, so the kernel releases it when the holder dies however it dies: a lock left by a
-    killed `up` never blocks the next one.
-    """
+    """`<work dir>/up.lock`, held while one `reqdrive up` runs there; it names that up's pid."""
 
     def __init__(self, work_dir: Path) -> None:
-        self.path = work_dir / LOCK_FILE
-        self._handle: IO[str] | None = None
+        self._lock = FileLock(work_dir / LOCK_FILE)
+        self.path = self._lock.path
 
     def acquire(self, description: str) -> None:
         """Take the lock or refuse, naming the running stack."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = self.path.open("a+")
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
+            self._lock.acquire(f"pid {os.getpid()}, {description}")
+        except FileLockHeld as held:
             raise ConfigurationError(
-                f"reqdrive up is already running in this folder ({holder}); it owns "
+                f"reqdrive up is already running in this folder ({held.holder}); it owns "
                 f"{self.path.parent}. Use that one, stop it first, or start another in a "
                 "different folder (or with another REQDRIVE_WORK_DIR)"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}, {description}\n")
-        handle.flush()
-        self._handle = handle
 
     def release(self) -> None:
-        if self._handle is not None:
-            self._handle.truncate(0)  # no stale pid for a reader to trust
-            self._handle.close()  # closing the file drops the flock
-            self._handle = None
+        self._lock.release()

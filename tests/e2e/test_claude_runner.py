@@ -32,7 +32,7 @@ from worker.agents.claude import ClaudeRunner
 from worker.agents.registry import make_runner
 from worker.confine.redact import Redactor
 from worker.exceptions import AgentError
-from worker.git.workspace import COMMITTER_EMAIL, COMMITTER_NAME
+from worker.git.runner import COMMITTER_EMAIL, COMMITTER_NAME
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

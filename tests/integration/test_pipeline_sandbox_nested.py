@@ -1,6 +1,6 @@
 """A repository the agent nests in its worktree never runs its config in the worker's git.
 
-The worker's git config (worker/git/workspace.py) governs the run's repository only. A repository
+The worker's git config (worker/git/runner.py) governs the run's repository only. A repository
 with a submodule checks it out as an empty folder; an agent in the sandbox can make a git
 repository there, with a config of its own. When the worker's `git status` or `git diff` then
 looks into that folder to see whether the submodule is modified, a child git reads that config

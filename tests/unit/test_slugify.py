@@ -9,7 +9,7 @@ import pytest
 
 from bot.requests import JobKind, RunRequest
 from bot.web.enqueue import SLUG_MAX, job_id_for
-from worker.git.workspace import mirror_name
+from worker.git.mirror import mirror_name
 from worker.model.slugs import slugify
 
 

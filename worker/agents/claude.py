@@ -14,7 +14,7 @@ from typing import Any
 from worker.agents.base import AgentCall, AgentOutcome, ProcessRunner, stop_reason
 from worker.confine.processes import ProcessOutcome
 from worker.exceptions import AgentError
-from worker.git.workspace import COMMITTER_EMAIL, COMMITTER_NAME
+from worker.git.runner import COMMITTER_EMAIL, COMMITTER_NAME
 
 # Bash rules for implementing a story and running its tests. A rule covers a command with any
 # arguments (and none); each part of `a && b` or `a | b` needs its own. These rules are not a

@@ -1,4 +1,4 @@
-"""Where untrusted code runs: processes, the bubblewrap sandbox, egress, redaction.
+"""Where untrusted code runs: processes, the bubblewrap sandbox, egress, redaction, file locks.
 
 Imports worker.model only.
 """

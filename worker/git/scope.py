@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.git.workspace import run_git
+from worker.git.runner import run_git
 from worker.model.repo_config import matches_any
 
 

@@ -36,7 +36,7 @@ from worker.exceptions import (
     SandboxUnavailable,
     WorkspaceError,
 )
-from worker.git.workspace import run_git
+from worker.git.runner import run_git
 from worker.model.prd import MAX_PRD_BYTES, Prd
 from worker.model.run_ids import check_run_id
 from worker.model.slugs import slugify

@@ -14,7 +14,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from worker.exceptions import RepoConfigError
-from worker.git.workspace import run_git
+from worker.git.runner import run_git
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR
 from worker.model.validation import Problem, problems
 from worker.verdict.gates import UNSAFE_NAME_RE, GateSpec

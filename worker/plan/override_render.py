@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import operator
 import os
 import resource
 import signal
@@ -22,20 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2.exceptions import SecurityError
-from jinja2.sandbox import SandboxedEnvironment
+
+from worker.plan.template_env import override_environment
 
 MAX_OUTPUT_CHARS = 1_000_000  # a prompt is a few KiB; a model takes a few hundred KiB at most
-MAX_RANGE = 10_000  # items one range() may give (Jinja's own sandbox allows 100,000)
-MAX_VALUE_CHARS = 100_000  # a string or list built with * inside the template
 FAILED = 3  # the child's exit code when the template itself is wrong; stderr says why
-OPTIONS: dict[str, Any] = {
-    "undefined": jinja2.StrictUndefined,
-    "autoescape": False,  # prompts are Markdown for a model, not HTML
-    "trim_blocks": True,
-    "lstrip_blocks": True,
-    "keep_trailing_newline": True,
-}
 
 
 @dataclass(frozen=True)
@@ -91,42 +81,8 @@ def render_override(
     )
 
 
-class BoundedSandbox(SandboxedEnvironment):
-    """Jinja2's sandbox with small ranges and no huge repetition or power."""
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.globals["range"] = _small_range
-
-    def call_binop(self, context: Any, operator_name: str, left: Any, right: Any) -> Any:
-        if operator_name == "**":
-            if isinstance(right, int) and abs(right) > 64:
-                raise SecurityError(f"the power {right} is larger than 64")
-            return operator.pow(left, right)
-        if isinstance(left, str | list | tuple) and isinstance(right, int):
-            size = len(left) * right
-        elif isinstance(right, str | list | tuple) and isinstance(left, int):
-            size = len(right) * left
-        else:
-            size = 0
-        if size > MAX_VALUE_CHARS:
-            raise SecurityError(
-                f"a repetition would make {size} items; the limit is {MAX_VALUE_CHARS}"
-            )
-        return operator.mul(left, right)
-
-
-def _small_range(*args: int) -> range:
-    items = range(*args)
-    if len(items) > MAX_RANGE:
-        raise SecurityError(f"range() of {len(items)} items; the limit is {MAX_RANGE}")
-    return items
-
-
 def _render(request: Mapping[str, Any], write: Callable[[str], object]) -> None:
-    env = BoundedSandbox(loader=jinja2.DictLoader(request["templates"]), **OPTIONS)
+    env = override_environment(request["templates"])
     template = env.get_template(request["name"])
     size = 0
     for chunk in template.generate(**request["values"]):

@@ -6,25 +6,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from worker.exceptions import RepoConfigError
-from worker.git.workspace import run_git
+from worker.git.runner import run_git
 from worker.model.repo_config import read_file_at
 from worker.plan.override_render import OverrideError, RenderLimits, render_override
+from worker.plan.template_env import builtin_environment
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 PLAN_TEMPLATE = "plan.md.j2"
 STORY_TEMPLATE = "story.md.j2"
 TEMPLATE_NAMES = (PLAN_TEMPLATE, STORY_TEMPLATE)
 DEFAULT_FOLDER = ".reqdrive/prompts"  # the `prompts` key's default
-_OPTIONS: dict[str, Any] = {
-    "undefined": jinja2.StrictUndefined,
-    "autoescape": False,  # prompts are Markdown for a model, not HTML
-    "trim_blocks": True,
-    "lstrip_blocks": True,
-    "keep_trailing_newline": True,
-}
 
 
 class PromptRenderer:
@@ -40,9 +32,7 @@ class PromptRenderer:
         self._overrides = dict(overrides or {})
         self._folder = folder.strip("/")
         self._limits = limits
-        self._builtin = jinja2.Environment(  # noqa: S701 (Markdown for a model, not HTML)
-            loader=jinja2.FileSystemLoader(PROMPTS_DIR), **_OPTIONS
-        )
+        self._builtin = builtin_environment(PROMPTS_DIR)
 
     def render(self, name: str, **values: Any) -> str:
         if name not in self._overrides:

@@ -18,15 +18,10 @@ from worker.agents.registry import make_runner
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import Sandbox
 from worker.exceptions import PreflightError, RunCancelled
+from worker.git.cache import RepositoryCache
+from worker.git.runner import CredentialsProvider, GitCredentials, head_sha, run_git
 from worker.git.scope import collect_changes, has_staged_changes, restore_tree
-from worker.git.workspace import (
-    CredentialsProvider,
-    GitCredentials,
-    RepositoryCache,
-    Worktree,
-    head_sha,
-    run_git,
-)
+from worker.git.worktree import Worktree
 from worker.model.prd import Prd, Story, parse_prd
 from worker.model.repo_config import GatesMode, RepoConfig, read_repo_config
 from worker.model.run_ids import check_run_id

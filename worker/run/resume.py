@@ -10,7 +10,7 @@ import psutil
 
 from worker.confine.processes import marked_processes
 from worker.exceptions import PreflightError, ResumeError
-from worker.git.workspace import head_sha, run_git
+from worker.git.runner import head_sha, run_git
 from worker.model.state import Checkpoint, StoryState
 
 

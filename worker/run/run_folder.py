@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import stat
@@ -12,8 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from worker.confine.file_lock import FileLock
 from worker.confine.redact import Redactor, redact_file
-from worker.exceptions import PrdError, PreflightError
+from worker.exceptions import FileLockHeld, PrdError, PreflightError
 
 RUN_JSON = "run.json"
 PRD_JSON = "prd.json"
@@ -89,39 +89,20 @@ class RunFolder:
         """Hold the run for this process: a second `reqdrive run` (or a duplicate job on this
         machine) with the same run id would clobber its worktree, checkpoint and logs.
 
-        The lock file is removed when the run ends, so the folder holds only the run's
-        artifacts; a process that locked the file just as it was removed sees the path gone
-        (or another file there) and tries again.
+        The lock file names the holder's pid (`reqdrive runs` reads it) and is removed when
+        the run ends, so the folder holds only the run's artifacts.
         """
-        path = self.path / LOCK_FILE
-        while True:
-            handle = path.open("a+")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                handle.close()
-                raise PreflightError(
-                    f"run {self.path.name} is already running (pid {holder})"
-                ) from None
-            try:
-                current = path.stat().st_ino
-            except FileNotFoundError:
-                current = None
-            if current == os.fstat(handle.fileno()).st_ino:
-                break
-            handle.close()  # locked a file its holder had just removed
-        with handle:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
-            try:
-                yield
-            finally:
-                path.unlink(missing_ok=True)  # before the unlock: nobody can lock it after
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        lock = FileLock(self.path / LOCK_FILE, remove_on_release=True)
+        try:
+            lock.acquire(str(os.getpid()))
+        except FileLockHeld as held:
+            raise PreflightError(
+                f"run {self.path.name} is already running (pid {held.holder})"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
 
     def sweep(self, *, full: bool = False) -> None:
         """Redact the folder's files in place: the agent can write here, and what it writes

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from worker.confine.redact import MIN_SECRET_LENGTH, Redactor
-from worker.git.workspace import run_git
+from worker.git.runner import run_git
 from worker.verdict.packed_formats import UnscannableStream, packed_streams
 
 # A file larger than this (as stored, or unpacked) is refused rather than read whole.

@@ -10,7 +10,7 @@ import tomllib
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePosixPath
 
-from worker.git.workspace import run_git
+from worker.git.runner import run_git
 from worker.model.repo_config import matches_any, read_file_at
 from worker.verdict.gates import GateSpec
 

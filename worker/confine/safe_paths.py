@@ -71,6 +71,17 @@ def remove_under(root: Path, rel: str | PurePosixPath) -> bool:
         return False
 
 
+def unlink_under(root: Path, rel: str | PurePosixPath) -> bool:
+    """Remove root/rel if it is no folder (a link itself, never what it names); False when
+    it is a folder, which stays. LinkError when the way leads through a link."""
+    with parent_of(root, rel) as (folder, name):
+        try:
+            os.unlink(name, dir_fd=folder)
+        except IsADirectoryError:
+            return False
+    return True
+
+
 def remove_tree(path: Path) -> None:
     """Remove a folder the worker made and everything the agent left in it, following no link
     inside; nothing there is fine. Folders nested past MAX_DEPTH go with GNU `rm -rf` (which

@@ -130,3 +130,26 @@ def test_no_scratch_folder_outlives_a_failed_run_either(
         run(project, agent_io, sandbox, data)
 
     assert scratch_left(project.work_dir) == []
+
+
+def test_a_run_starts_without_what_a_killed_run_left_in_its_home(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    """A worker killed mid-call never reached its `finally`: its HOME (a setuid shell, an
+    `.npmrc`) is still on disk when the run is resumed or started again."""
+    project = make_project()
+    stale = project.work_dir / "homes" / "run-1"
+    stale.mkdir(parents=True)
+    shutil.copy("/bin/sh", stale / "sh")
+    (stale / "sh").chmod(0o4755)
+    (stale / ".npmrc").write_text("script-shell=/tmp/evil\n")
+    look = 'ls -A "$HOME" > home-listing.txt'
+    data = {
+        "plan": [{"prd": prd(1)}],
+        "stories": {"US-001": [{**implement(1), "run": ["sh", "-c", look]}]},
+    }
+    result = run(project, agent_io, sandbox, data)
+
+    assert result.stories[0].state is StoryState.PASSED
+    listing = git(project.remote, "show", "reqdrive/req-001-demo:home-listing.txt")
+    assert "sh" not in listing.split() and ".npmrc" not in listing.split()

@@ -101,3 +101,12 @@ def test_a_tree_the_agent_closed_to_its_owner_or_nested_deep_is_removed(tmp_path
 def test_removing_what_is_not_there_is_fine(tmp_path: Path) -> None:
     remove_tree(tmp_path / "missing")
     assert not remove_under(tmp_path, "missing/inside")
+
+
+def test_a_kept_folder_stays_as_it_is_and_a_dangling_link_becomes_one(home: Path) -> None:
+    (home / "cache").mkdir()
+    (home / "cache" / "kept").write_text("x")
+    assert (fresh_folder(home, "cache", empty=False) / "kept").exists()
+    (home / "gone").symlink_to(home / "nowhere")
+    made = fresh_folder(home, "gone", empty=False)
+    assert made.is_dir() and not made.is_symlink() and not (home / "nowhere").exists()

@@ -95,14 +95,16 @@ def remove_tree(path: Path) -> None:
         raise OSError(f"{path} could not be removed")
 
 
-def fresh_folder(root: Path, rel: str | PurePosixPath) -> Path:
-    """root/rel made empty, whatever the agent left there (a link, a file, a full folder),
-    with the folders on the way made if missing; LinkError when one of those is a link."""
+def fresh_folder(root: Path, rel: str | PurePosixPath, *, empty: bool = True) -> Path:
+    """root/rel made empty (or with `empty=False` kept when it is a real folder), whatever
+    the agent left there instead (a link, a file), with the folders on the way made if
+    missing (root, the worker's own path, too); LinkError when one of those is a link."""
     parts = _parts(rel)
+    root.mkdir(parents=True, exist_ok=True)
     folder = _open_folder(root)
     try:
         for depth, part in enumerate(parts, start=1):
-            if depth == len(parts):
+            if depth == len(parts) and (empty or not _is_folder_at(folder, part)):
                 _remove_at(folder, part)
             with contextlib.suppress(FileExistsError):
                 os.mkdir(part, dir_fd=folder)
@@ -115,6 +117,13 @@ def fresh_folder(root: Path, rel: str | PurePosixPath) -> Path:
     finally:
         os.close(folder)
     return root.joinpath(*parts)
+
+
+def _is_folder_at(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def empty_folder(path: Path) -> None:

@@ -55,3 +55,12 @@ def test_a_folder_closed_to_its_owner_is_opened_and_swept(tmp_path: Path) -> Non
     found = sweep([tmp_path])
     assert found.refused == ["closed/pipe (FIFO)"]
     assert stat.S_IMODE(closed.stat().st_mode) == 0o700
+
+
+def test_a_name_the_agent_chose_is_shown_with_its_control_characters_escaped(
+    tmp_path: Path,
+) -> None:
+    os.mkfifo(tmp_path / "a\x1b]0;owned\x07")
+    note = sweep([tmp_path]).note() or ""
+    assert "a\\x1b]0;owned\\x07 (FIFO)" in note
+    assert not [c for c in note if ord(c) < 32]

@@ -84,5 +84,11 @@ def _unprivilege_root(root: Path, found: Leftovers) -> None:
 
 
 def _names(paths: list[str]) -> str:
-    shown = ", ".join(paths[:NOTE_NAMES])
+    """The first few paths, control characters and undecodable bytes escaped: the agent chose
+    the names, and the note is read in a terminal and in the next prompt."""
+    shown = ", ".join(_printable(p) for p in paths[:NOTE_NAMES])
     return shown + (f" and {len(paths) - NOTE_NAMES} more" if len(paths) > NOTE_NAMES else "")
+
+
+def _printable(path: str) -> str:
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)

@@ -34,9 +34,7 @@ def open_under(root: Path, rel: str | PurePosixPath, flags: int = os.O_RDONLY) -
     folder on the way is a link (a FIFO opens without blocking: check what fstat says)."""
     with parent_of(root, rel) as (folder, name):
         try:
-            return os.open(
-                name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
-            )
+            return os.open(name, flags | LAST_FLAGS, dir_fd=folder)
         except OSError as error:
             raise _refused(root, rel, error) from None
 
@@ -181,7 +179,7 @@ def _walk(top: int, root: Path) -> Iterator[Entry]:
                 if len(stack) >= MAX_DEPTH:
                     raise LinkError(f"{root}: folders nested deeper than {MAX_DEPTH}")
                 inner = os.open(name, STEP_FLAGS, dir_fd=folder)
-                stack.append((inner, "", iter(())))
+                stack.append((inner, "", iter(())))  # closed by the finally if listing fails
                 stack[-1] = (inner, f"{prefix}{name}/", iter(_names(inner, root)))
     finally:
         for folder, _, _ in stack:

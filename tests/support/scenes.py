@@ -16,8 +16,9 @@ from tests.integration.test_pipeline import GITIGNORE, PYTEST, SCRIPTED_AGENT, i
 from tests.support.github_double import GitHubDouble
 from tests.support.harness import Stack, sandbox_readonly, sandbox_works
 
-# The run's own HOME: the one place outside its worktree a sandboxed agent may write.
-CALLS_LOG = "$HOME/calls.log"
+# Each call's log in the run folder starts with this line of the scripted agent's (the run's
+# HOME, the one place outside its worktree the agent may write, is removed when the run ends).
+CALL_LINE = "scripted agent: "
 
 
 @dataclass
@@ -68,7 +69,6 @@ def shop(
     scenario = {
         "plan": [{"prd": plan or prd(2)}],
         "stories": stories or {"US-001": [implement(1)], "US-002": [implement(2)]},
-        "calls_log": CALLS_LOG,
     }
     (agent_dir / "scenario.json").write_text(json.dumps(scenario))
     command = (
@@ -93,12 +93,15 @@ def _project(source: Path) -> None:
 
 
 def agent_calls(running: Stack) -> dict[str, list[str]]:
-    """Each run's agent calls as the scripted agent logged them ("plan 1", "US-001 1"), by run
-    id."""
-    homes = running.work_dir / "homes"
+    """Each run's agent calls as the scripted agent printed them into its call logs ("plan 1",
+    "US-001 1"), by run id, in the order they were made."""
     calls = {}
-    for log in sorted(homes.glob("*/calls.log")):
-        calls[log.parent.name] = [line.split(" pid=")[0] for line in log.read_text().splitlines()]
+    for run in sorted((running.work_dir / "runs").glob("*/")):
+        logs = sorted(run.glob("iteration-*.log"), key=lambda log: log.stat().st_mtime_ns)
+        lines = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
+        made = [line.removeprefix(CALL_LINE) for line in lines if line.startswith(CALL_LINE)]
+        if made:
+            calls[run.name] = made
     return calls
 
 

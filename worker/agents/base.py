@@ -12,6 +12,7 @@ from typing import Protocol
 
 from worker.confine.processes import ProcessOutcome, run_process
 from worker.confine.redact import Redactor
+from worker.confine.safe_paths import fresh_folder
 from worker.confine.sandbox import Sandbox, tool_paths
 from worker.exceptions import AgentError
 
@@ -109,8 +110,8 @@ def agent_environment(
         if name in ALLOWED_VARIABLES or name.startswith(ALLOWED_PREFIXES)
     }
     env.setdefault("PATH", os.defpath)
-    tmp = home / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
+    # A link the agent left in its place is replaced: TMPDIR is a real folder of its HOME.
+    tmp = fresh_folder(home, "tmp", empty=False)
     env["HOME"] = str(home)
     env["TMPDIR"] = str(tmp)
     if redactor is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from worker.agents.base import AgentCall, AgentOutcome, ProcessRunner, stop_reason
 from worker.confine.processes import ProcessOutcome
+from worker.confine.safe_paths import fresh_folder
 from worker.exceptions import AgentError
 from worker.git.runner import COMMITTER_EMAIL, COMMITTER_NAME
 
@@ -105,9 +106,7 @@ class ClaudeRunner(ProcessRunner):
             )
         # Fresh for every call: nothing the agent wrote there last time (settings, hooks)
         # is read this time.
-        folder = config_dir(call)
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
+        fresh_folder(call.home_dir, config_dir(call).name)  # a link there is replaced
         return super().run(call, cancel=cancel)
 
     def outcome(self, call: AgentCall, process: ProcessOutcome, log_start: int) -> AgentOutcome:

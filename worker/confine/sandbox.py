@@ -50,6 +50,11 @@ ETC_ENTRIES = (
     "services",
 )
 CHECK_TIMEOUT_S = 30.0
+# Who the agent is inside its own user namespace: an ordinary uid and gid, never 0, so it holds
+# no capability there either (bwrap maps them to the worker's own ids outside, so whatever it
+# writes belongs to the worker, and the worktree stays writable to it and to the worker).
+SANDBOX_UID = 1000
+SANDBOX_GID = 1000
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`) on a Linux host or "
     "container that allows user namespaces (or run the worker as root), or set "
@@ -202,6 +207,7 @@ class Sandbox:
         # when the call ends, its PID 1 ends and the kernel kills everything left inside
         # (setsid, `env -i`, a double fork), whatever environment it kept.
         args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         if self.network is SandboxNetwork.API:
             args.append("--unshare-net")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from worker.confine.safe_paths import LinkError, remove_under, unlink_under
 from worker.git.runner import run_git
 from worker.model.repo_config import matches_any
 
@@ -82,10 +83,8 @@ def _remove(cwd: Path, ignored: Sequence[str]) -> None:
     """Delete these ignored files, and the folders they leave empty."""
     for name in ignored:
         path = cwd / name
-        if path.is_dir() and not path.is_symlink():  # a nested repository is listed whole
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+        with contextlib.suppress(LinkError):  # a nested repository is listed whole
+            remove_under(cwd, name)
         for folder in path.parents:
             if folder == cwd or not folder.is_relative_to(cwd) or any(folder.iterdir()):
                 break
@@ -126,7 +125,8 @@ def _revert(cwd: Path, pre: str, paths: Sequence[str]) -> None:
     if added:
         run_git(["rm", "--cached", "--quiet", "-r", "-f", "--", *added], cwd=cwd)
         for name in added:
-            (cwd / name).unlink(missing_ok=True)
+            with contextlib.suppress(LinkError, FileNotFoundError):
+                unlink_under(cwd, name)
 
 
 def has_staged_changes(cwd: Path, pre: str) -> bool:

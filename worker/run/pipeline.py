@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -16,7 +15,9 @@ from typing import Any
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
 from worker.confine.redact import Redactor
+from worker.confine.safe_paths import empty_folder
 from worker.confine.sandbox import Sandbox
+from worker.confine.scratch import RunScratch
 from worker.exceptions import PreflightError, RunCancelled
 from worker.git.cache import RepositoryCache
 from worker.git.runner import CredentialsProvider, GitCredentials, head_sha, run_git
@@ -177,6 +178,7 @@ class Pipeline:
         # where planning leaves prd.json, and the agent's own git folder.
         self.handoff = spec.work_dir / "handoff" / spec.run_id
         self.git_view = spec.work_dir / "gitviews" / spec.run_id
+        self.scratch = RunScratch(self.home, self.gate_home, self.handoff, self.git_view)
         self.started = time.monotonic()
 
     @property
@@ -221,6 +223,7 @@ class Pipeline:
 
     def _locked_run(self) -> RunResult:
         try:
+            self.scratch.start_over(self.cache.worktrees_dir / self.spec.run_id)
             checkpoint = self.checkpoints.load(self.spec.run_id)
             if self.spec.retry or self.spec.retry_failed:  # a bad request leaves the run as it was
                 check_retry(checkpoint, self.spec.run_id, self.spec.retry)
@@ -234,6 +237,8 @@ class Pipeline:
         except Exception as error:
             self._fail(error)
             raise
+        finally:
+            self.scratch.remove()
 
     def _run(self) -> RunResult:
         self.worktree = self._workspace()
@@ -504,6 +509,7 @@ class Pipeline:
             sandbox=sandbox and sandbox.bind(readonly=[prompt_path]),
         )
         outcome = self.runner.run(call, cancel=self.cancel)
+        self._sweep_leftovers()
         self.cache.secure(self.worktree)  # before any git of ours reads what it may have planted
         self.folder.sweep()
         cp.cost_usd += outcome.cost_usd or 0.0
@@ -512,12 +518,7 @@ class Pipeline:
     def _confinement(self) -> Sandbox | None:
         """The sandbox for the next agent call: the worktree, the run's HOME, the hand-over
         folder (emptied) and a git folder of its own; None when unconfined."""
-        self.handoff.mkdir(parents=True, exist_ok=True)
-        for entry in self.handoff.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        empty_folder(self.handoff)
         if self.spec.sandbox is None:
             return None
         view = self.cache.agent_view(self.worktree, self.git_view)
@@ -528,27 +529,23 @@ class Pipeline:
         )
 
     def _gate_confinement(self) -> Sandbox | None:
-        """The sandbox for a gate run: the worktree, the gates' own HOME (emptied) and a git
-        folder of its own; not the agent's HOME nor the hand-over folder."""
-        self._fresh_gate_home()
+        """The sandbox for a gate run: the worktree and a git folder of its own (run_gates
+        adds each gate's own HOME); not the agent's HOME nor the hand-over folder."""
         if self.spec.sandbox is None:
             return None
         view = self.cache.agent_view(self.worktree, self.git_view)
         return self.spec.sandbox.bind(
-            writable=[self.gate_home, view.git_dir],
+            writable=[view.git_dir],
             readonly=[view.objects],
             shadows=[(view.git_file, self.worktree.path / ".git")],
         )
 
-    def _fresh_gate_home(self) -> None:
-        """An empty HOME (and TMPDIR) for every gate run. Tools read their user configuration
-        there (Python's user site-packages, whose `.pth` lines run at start; `~/.npmrc`'s
-        script-shell; `~/.gitconfig`): left by the agent or by the code an earlier gate ran,
-        it would change the verdict without showing in the story's diff."""
-        if self.gate_home.is_symlink():
-            self.gate_home.unlink()
-        shutil.rmtree(self.gate_home, ignore_errors=True)  # never follows links inside
-        Path(self.gate_env["TMPDIR"]).mkdir(parents=True, exist_ok=True)
+    def _sweep_leftovers(self) -> None:
+        """After the agent or the gates ran: no file they left keeps a setuid/setgid bit, no
+        FIFO, socket or device stays (named in the progress); the run goes on."""
+        note = self.scratch.sweep(self.worktree.path).note()
+        if note:
+            self.folder.append_progress(note)
 
     # baseline and gates -------------------------------------------------------------------
 
@@ -583,7 +580,9 @@ class Pipeline:
             fail_fast=fail_fast,
             cancel=self.cancel,
             sandbox=self._gate_confinement(),
+            homes=self.gate_home,
         )
+        self._sweep_leftovers()
         self.cache.secure(self.worktree)  # the gates ran the agent's code
         # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.
         run_git(["reset", "--hard", "--quiet"], cwd=self.worktree.path)

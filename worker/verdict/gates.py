@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import re
-import shutil
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,8 +17,10 @@ from typing import Any, NamedTuple
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from worker.confine.gate_homes import own_home
 from worker.confine.processes import run_process
 from worker.confine.redact import Redactor, redact_file
+from worker.confine.safe_paths import LinkError, copy_out, unlink_under
 from worker.confine.sandbox import Sandbox
 from worker.model.control_chars import CONTROL_RE
 
@@ -193,25 +195,28 @@ def run_gates(
     fail_fast: bool = True,
     cancel: threading.Event | None = None,
     sandbox: Sandbox | None = None,
+    homes: Path | None = None,
 ) -> list[GateResult]:
     """Run the gates and save <label>.gates.json and a log per gate in output_dir.
 
     Sequential and stopping at the first failure by default (gates not run are absent);
     parallel runs every gate at once; fail_fast=False runs every gate one after another.
+    With `homes`, each gate gets a fresh HOME of its own there (gate_homes.own_home).
     """
     output_dir.mkdir(parents=True, exist_ok=True)
 
     def run_one(spec: GateSpec) -> GateResult:
-        return run_gate(
-            spec,
-            cwd=cwd,
-            env=env,
-            output_dir=output_dir,
-            label=label,
-            redactor=redactor,
-            cancel=cancel,
-            sandbox=sandbox,
-        )
+        with own_home(homes, env, sandbox) as (gate_env, gate_sandbox):
+            return run_gate(
+                spec,
+                cwd=cwd,
+                env=gate_env,
+                output_dir=output_dir,
+                label=label,
+                redactor=redactor,
+                cancel=cancel,
+                sandbox=gate_sandbox,
+            )
 
     results: list[GateResult] = []
     if parallel and specs:
@@ -252,13 +257,17 @@ def run_gate(
     junit_path.unlink(missing_ok=True)
     # In a sandbox the run folder is out of reach: the report goes to the gate's own TMPDIR.
     written = junit_path if sandbox is None else Path(gate_env["TMPDIR"]) / junit_path.name
-    written.unlink(missing_ok=True)
+    # Where the report is read from, never through a link the gate made: (a folder the gate
+    # cannot replace, the report's path in it).
+    report: tuple[Path, str] | None = None
     if isinstance(spec.junit, str):
-        report = _inside(cwd, spec.junit)
-        if report is not None and (report.is_symlink() or report.is_file()):
-            report.unlink()
-    else:
-        report = None if sandbox is None else written
+        report = (cwd, spec.junit)
+    elif sandbox is not None:
+        home = Path(gate_env["HOME"])
+        report = (home, str(written.relative_to(home)))
+    if report is not None:
+        _drop_stale(*report)
+    if not isinstance(spec.junit, str):
         gate_env[PYTEST_ADDOPTS] = f"--junitxml={written} {PYTEST_JUNIT_FAMILY}"
         if spec.junit is True:
             gate_env[JUNIT_VAR] = str(written)
@@ -273,11 +282,8 @@ def run_gate(
         sandbox=sandbox,
     )
     output = process.output_tail
-    # Looked at again: the gate ran the agent's code, which may have made a folder a link.
-    if isinstance(spec.junit, str) and _inside(cwd, spec.junit) is None:
-        report = None
-    if report is not None and report.is_file() and not report.is_symlink():
-        shutil.copyfile(report, junit_path)  # kept in the run folder; the worktree is reset
+    if report is not None:  # kept in the run folder; the worktree is reset
+        copy_out(*report, junit_path)
     # The XML holds test ids and failure output: redacted on disk before it is read.
     redact_file(junit_path, redactor)
     tests, failures, sites, problem = read_junit(junit_path, cwd, redactor)
@@ -297,15 +303,11 @@ def run_gate(
     )
 
 
-def _inside(cwd: Path, name: str) -> Path | None:
-    """The worktree's file `name`, or None when a folder on the way is a link leading out of
-    the worktree: the worker would delete, then read, a file of its own machine there."""
-    path = cwd / name
-    try:
-        inside = path.parent.resolve().is_relative_to(cwd.resolve())
-    except OSError:  # a loop of links
-        return None
-    return path if inside else None
+def _drop_stale(root: Path, rel: str) -> None:
+    """A report left from before (an earlier run's, one the agent committed) must never stand
+    in for this run's results; a link on the way leads out of reach, and is left alone."""
+    with contextlib.suppress(LinkError, FileNotFoundError):
+        unlink_under(root, rel)
 
 
 class JUnitReport(NamedTuple):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 import shlex
@@ -10,6 +11,7 @@ import tomllib
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePosixPath
 
+from worker.confine.safe_paths import LinkError, unlink_under
 from worker.git.runner import run_git
 from worker.model.repo_config import matches_any, read_file_at
 from worker.verdict.gates import GateSpec
@@ -203,6 +205,5 @@ def restore_paths(cwd: Path, sha: str, paths: Sequence[str]) -> None:
         if read_file_at(cwd, sha, path) is not None:
             run_git(["checkout", "--quiet", sha, "--", path], cwd=cwd)
         else:
-            target = cwd / path
-            if target.is_file() or target.is_symlink():
-                target.unlink()
+            with contextlib.suppress(LinkError, FileNotFoundError):
+                unlink_under(cwd, path)  # a folder stays, a link goes, never what it names

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from bot.exceptions import ConfigurationError
-from bot.ops.embedded_redis import redis_answers
+from bot.ops.embedded_redis import redis_answers, redis_wants_password
 from bot.ops.settings import Settings
 
 LOCK_FILE = "up.lock"
@@ -50,6 +50,12 @@ def ensure_redis_answers(url: str, *, configured: bool, command: str) -> None:
     if redis_answers(url):
         return
     # The URL is named, not printed: it may carry a password.
+    if redis_wants_password(url):
+        raise ConfigurationError(
+            "the Redis at REDIS_URL refused its password (NOAUTH or WRONGPASS): give the one "
+            "the server requires, redis://:PASSWORD@HOST:6379/0 or unix://:PASSWORD@/PATH/TO/"
+            "redis.sock (docs/operations.md)"
+        )
     if not configured:
         raise ConfigurationError(
             f"no Redis answers at the default {url}: start one there, or set REDIS_URL"

@@ -202,12 +202,22 @@ def test_up_with_embedded_redis_serves_queues_and_stops_everything_on_ctrl_c(
         [queued] = [line for line in web_log.read_text().splitlines() if "job queued" in line]
         assert queued[:2] == "20" and "INFO bot.web.intake: job queued delivery_id=" in queued
 
+        # Its Redis asks for the password `up` handed the web process and the worker.
+        socket_path = str(stack_dir / ".reqdrive" / "redis" / "redis.sock")
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(unix_socket_path=socket_path).ping()
+        password = (stack_dir / ".reqdrive" / "redis" / "password").read_text().strip()
+
         code = _stop(up, "ctrl-c")
 
     assert code == 0, up.stderr
     assert _group_gone(pids["web"])  # the web server and its workers
     assert _group_gone(pids["worker"])  # the RQ worker, its scheduler and any work horse
     assert _process_gone(pids["redis"])
+    files = sorted(stack_dir.glob(".reqdrive/*/*.log"))
+    assert [f.name for f in files] == ["web.log", "worker.log", "redis.log"]
+    logs = [up.output(), up.stderr, *(f.read_text() for f in files)]
+    assert not any(password in text for text in logs)
     # No App id or key in this .env: up says what that means instead of starting silently.
     assert "warning: GITHUB_APP_ID and GITHUB_PRIVATE_KEY" in up.stderr
 

@@ -19,6 +19,7 @@ from bot.ops.startup import (
     ensure_port_free,
     ensure_redis_answers,
     port_number,
+    root_warning,
 )
 
 # The production web server, run as `python -m <first item>` by `reqdrive serve` (the Procfile's
@@ -181,11 +182,14 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     configure_from(settings)
+    startup_log = logging.getLogger("bot.worker")
+    if (as_root := root_warning()) is not None:
+        startup_log.warning(as_root)
     problem = app_credentials_problem(settings)
     if problem is not None:
         if problem[0]:
             raise ConfigurationError(problem[1])
-        logging.getLogger("bot.worker").warning(problem[1])
+        startup_log.warning(problem[1])
     _check_sandbox(settings)
     url = settings.redis_url or DEFAULT_REDIS_URL
     ensure_redis_answers(url, configured=settings.redis_url is not None, command="worker")

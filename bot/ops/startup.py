@@ -15,6 +15,11 @@ from bot.ops.embedded_redis import redis_answers, redis_wants_password
 from bot.ops.settings import Settings
 
 LOCK_FILE = "up.lock"
+RUNS_AS_ROOT = (
+    "reqdrive worker runs as root: the sandbox maps each agent to an unprivileged uid, but this "
+    "process holds the App's private key and runs git and the gates itself; run it as a "
+    "service user of its own (docs/operations.md, User=reqdrive)"
+)
 
 
 def port_number(text: str) -> int:
@@ -68,6 +73,11 @@ def ensure_redis_answers(url: str, *, configured: bool, command: str) -> None:
     raise ConfigurationError(
         f"the Redis at REDIS_URL does not answer: start it or correct REDIS_URL{hint}"
     )
+
+
+def root_warning() -> str | None:
+    """The warning a worker gives when it runs as root (effective uid 0), else None."""
+    return RUNS_AS_ROOT if os.geteuid() == 0 else None
 
 
 def app_credentials_problem(settings: Settings) -> tuple[bool, str] | None:

@@ -57,8 +57,8 @@ def refusal(job: Job) -> str | None:
     """Why `job` must not run, or None when everything it names is one of reqdrive's jobs.
 
     Reads names only (JSON, the worker's serializer), never imports or calls what they name.
-    reqdrive queues no callbacks, dependencies, instances or webhooks; one that names anything
-    but an entry point is someone else's job.
+    reqdrive queues no callbacks, dependencies, instances or webhooks: a job that names anything
+    but an entry point, or asks for webhooks, is someone else's.
     """
     try:
         func_name, instance = job.func_name, job.instance
@@ -68,6 +68,8 @@ def refusal(job: Job) -> str | None:
         return f"its function {shown(func_name)} is not one of reqdrive's jobs"
     if instance is not None:
         return "it names an instance to call a method on"
+    if job.webhooks:
+        return "it asks for webhooks"
     for kind, callback in callback_names(job).items():
         if callback and entry_point(callback) is None:
             return f"its {kind} callback {shown(callback)} is not one of reqdrive's jobs"

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import http.server
 import logging
 import os
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from rq import Callback, Queue, Retry
 from rq.job import Dependency, Job, JobStatus
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer
+from rq.webhook import Webhook
 
 from bot.jobs.job_class import ReqdriveJob
 from bot.jobs.worker_class import REFUSED, ReqdriveWorker
@@ -220,3 +223,36 @@ def test_the_worker_reads_json_through_reqdrive_s_job_class_whatever_it_is_given
     assert worker.serializer is JSONSerializer and worker.job_class is ReqdriveJob
     [queue] = worker.queues
     assert queue.serializer is JSONSerializer and queue.job_class is ReqdriveJob
+
+
+class Listener(http.server.BaseHTTPRequestHandler):
+    """Counts the requests a webhook would send."""
+
+    received: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self._count()
+
+    def do_POST(self) -> None:
+        self._count()
+
+    def _count(self) -> None:
+        Listener.received.append(self.path)
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+def test_a_job_asking_for_webhooks_is_refused_and_nothing_is_sent(scene: Scene) -> None:  # noqa: F811
+    Listener.received = []
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Listener) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        hooks = [Webhook(url, "failed", method="POST"), Webhook(url, "finished")]
+        job = scene.queue.enqueue("bot.jobs.reply_help", kwargs=help_request(scene), webhooks=hooks)
+        work(scene)
+        server.shutdown()
+    assert "it asks for webhooks" in failure(scene, job)
+    assert Listener.received == []

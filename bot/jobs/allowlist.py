@@ -61,6 +61,13 @@ def refusal(job: Job) -> str | None:
     but an entry point, or asks for webhooks, is someone else's.
     """
     try:
+        return _refusal(job)
+    except Exception:  # a hand-made job hash (a dependency id rq cannot parse) stops no worker
+        return "it could not be read"
+
+
+def _refusal(job: Job) -> str | None:
+    try:
         func_name, instance = job.func_name, job.instance
     except DeserializationError:  # a pickle, or anything but the JSON reqdrive writes
         return "its data is not the JSON reqdrive writes"

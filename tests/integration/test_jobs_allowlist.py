@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import json
 import logging
 import os
 import threading
@@ -256,3 +257,13 @@ def test_a_job_asking_for_webhooks_is_refused_and_nothing_is_sent(scene: Scene) 
         server.shutdown()
     assert "it asks for webhooks" in failure(scene, job)
     assert Listener.received == []
+
+
+def test_a_job_hash_rq_cannot_parse_is_refused_and_the_worker_goes_on(scene: Scene) -> None:  # noqa: F811
+    job = scene.queue.enqueue("bot.jobs.reply_help", kwargs=help_request(scene))
+    scene.conn.hset(job.key, "dependency_ids", json.dumps(["not an id!"]))  # by hand, in Redis
+    real = scene.queue.enqueue("bot.jobs.reply_help", kwargs=help_request(scene))
+    work(scene)
+    assert "it could not be read" in failure(scene, job)
+    real.refresh()  # type: ignore[no-untyped-call]  # rq leaves refresh unannotated
+    assert real.get_status() == JobStatus.FINISHED

@@ -19,6 +19,7 @@ from bot.ops.startup import (
     ensure_port_free,
     ensure_redis_answers,
     port_number,
+    root_warning,
 )
 
 # The production web server, run as `python -m <first item>` by `reqdrive serve` (the Procfile's
@@ -219,21 +220,22 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     import redis
-    from rq import Worker
-    from rq.serializers import JSONSerializer
 
-    from bot.jobs.job_class import ReqdriveJob
     from bot.jobs.recovery import Sweeper
     from bot.jobs.runtime import configure
+    from bot.jobs.worker_class import ReqdriveWorker
     from bot.web.app import DEFAULT_REDIS_URL  # the worker reads the Redis the web process writes
 
     settings = load_settings()
     configure_from(settings)
+    startup_log = logging.getLogger("bot.worker")
+    if (as_root := root_warning()) is not None:
+        startup_log.warning(as_root)
     problem = app_credentials_problem(settings)
     if problem is not None:
         if problem[0]:
             raise ConfigurationError(problem[1])
-        logging.getLogger("bot.worker").warning(problem[1])
+        startup_log.warning(problem[1])
     _check_sandbox(settings)
     url = settings.redis_url or DEFAULT_REDIS_URL
     ensure_redis_answers(url, configured=settings.redis_url is not None, command="worker")
@@ -244,13 +246,8 @@ def _worker(args: argparse.Namespace) -> int:
         runtime = configure(settings, connection)
         # Runs whose worker died are resumed by whichever worker notices first.
         Sweeper(runtime, every_s=settings.reqdrive_recovery_sweep_s).start()
-    # Jobs are enqueued with JSONSerializer (plain JSON arguments); the worker must match.
-    worker = Worker(
-        [settings.reqdrive_queue],
-        connection=connection,
-        serializer=JSONSerializer,
-        job_class=ReqdriveJob,
-    )
+    # JSON jobs (plain arguments), and only reqdrive's own functions: bot/jobs/worker_class.py.
+    worker = ReqdriveWorker([settings.reqdrive_queue], connection=connection)
     # RQ adds no handler of its own when the root logger has ours (configure_logging).
     worker.work(burst=args.burst, with_scheduler=True, logging_level=settings.reqdrive_log_level)
     return 0

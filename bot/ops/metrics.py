@@ -27,6 +27,7 @@ from rq.registry import (
     ScheduledJobRegistry,
     StartedJobRegistry,
 )
+from rq.serializers import JSONSerializer
 
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
 from worker.report.protocol import Reporter
@@ -183,7 +184,10 @@ class RedisCollector(Collector):
         yield workers
 
     def _queue(self) -> GaugeMetricFamily:
-        queue = Queue(self._queue_name, connection=self._connection)
+        # JSON, and counts without rq's cleanup: a cleanup fetches abandoned jobs and calls
+        # their failure callbacks, naming whatever someone wrote into Redis, in the web process.
+        # The workers' own maintenance cleans the registries (bot/jobs/worker_class.py).
+        queue = Queue(self._queue_name, connection=self._connection, serializer=JSONSerializer)
         depth = GaugeMetricFamily(
             "reqdrive_queue_jobs", "Jobs on the queue, by state", labels=["state"]
         )
@@ -195,7 +199,7 @@ class RedisCollector(Collector):
             "failed": FailedJobRegistry,
         }
         for state, registry in registries.items():
-            depth.add_metric([state], registry(queue=queue).count)
+            depth.add_metric([state], registry(queue=queue).get_job_count(cleanup=False))
         return depth
 
 

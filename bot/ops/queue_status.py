@@ -54,7 +54,8 @@ def queue_status(
     ids = {
         "queued": queue.get_job_ids(),
         "retrying": _ids(ScheduledJobRegistry, queue),
-        "running": StartedJobRegistry(queue=queue).get_job_ids(),
+        # No cleanup: rq's would call abandoned jobs' failure callbacks, whatever they name.
+        "running": StartedJobRegistry(queue=queue).get_job_ids(cleanup=False),
         "failed": FailedJobRegistry(queue=queue).get_job_ids(),
         "finished": FinishedJobRegistry(queue=queue).get_job_ids()[-finished:] if finished else [],
     }

@@ -9,12 +9,17 @@ import socket
 from pathlib import Path
 
 from bot.exceptions import ConfigurationError
-from bot.ops.embedded_redis import redis_answers
+from bot.ops.embedded_redis import redis_answers, redis_wants_password
 from bot.ops.settings import Settings
 from worker.confine.file_lock import FileLock
 from worker.exceptions import FileLockHeld
 
 LOCK_FILE = "up.lock"
+RUNS_AS_ROOT = (
+    "reqdrive worker runs as root: the sandbox maps each agent to an unprivileged uid, but this "
+    "process holds the App's private key and runs git and the gates itself; run it as a "
+    "service user of its own (docs/operations.md, User=reqdrive)"
+)
 
 
 def port_number(text: str) -> int:
@@ -50,6 +55,12 @@ def ensure_redis_answers(url: str, *, configured: bool, command: str) -> None:
     if redis_answers(url):
         return
     # The URL is named, not printed: it may carry a password.
+    if redis_wants_password(url):
+        raise ConfigurationError(
+            "the Redis at REDIS_URL refused its password (NOAUTH or WRONGPASS): give the one "
+            "the server requires, redis://:PASSWORD@HOST:6379/0 or unix://:PASSWORD@/PATH/TO/"
+            "redis.sock (docs/operations.md)"
+        )
     if not configured:
         raise ConfigurationError(
             f"no Redis answers at the default {url}: start one there, or set REDIS_URL"
@@ -62,6 +73,11 @@ def ensure_redis_answers(url: str, *, configured: bool, command: str) -> None:
     raise ConfigurationError(
         f"the Redis at REDIS_URL does not answer: start it or correct REDIS_URL{hint}"
     )
+
+
+def root_warning() -> str | None:
+    """The warning a worker gives when it runs as root (effective uid 0), else None."""
+    return RUNS_AS_ROOT if os.geteuid() == 0 else None
 
 
 def app_credentials_problem(settings: Settings) -> tuple[bool, str] | None:

@@ -113,7 +113,8 @@ class Stack:
 
     def start_redis(self) -> None:
         if self.redis is not None:
-            self.redis.start()
+            # Its URL carries the password this start made: the processes started next get it.
+            self.redis_url = self.env["REDIS_URL"] = self.redis.start()
             assert self.redis.process is not None
             self.pids.add(self.redis.process.pid)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -159,3 +160,39 @@ def test_worker_with_the_sandbox_off_says_so_loudly(tmp_path: Path) -> None:
         result = _cli("worker", tmp_path, env)
     assert "UNCONFINED" in result.stderr
     assert "bwrap" not in result.stderr  # off means not even looked for
+
+
+def _worker_warnings(tmp_path: Path, *prefix: str) -> list[str]:
+    """The worker's start as `prefix` runs it, against a Redis that is not there: its lines."""
+    with closed_port() as port:
+        env = {
+            **_env_without_secret(),
+            "GITHUB_WEBHOOK_SECRET": "s",
+            "REDIS_URL": f"redis://127.0.0.1:{port}/0",
+            "REQDRIVE_SANDBOX": "off",
+            "REQDRIVE_LOG_FORMAT": "text",
+        }
+        result = subprocess.run(
+            [*prefix, sys.executable, "-m", "bot.ops.cli", "worker"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert "the Redis at REDIS_URL does not answer" in result.stderr  # it got that far
+    return [line for line in result.stderr.splitlines() if "runs as root" in line]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the worker runs as this test's user")
+def test_worker_run_as_root_warns_once_why(tmp_path: Path) -> None:
+    [line] = _worker_warnings(tmp_path)
+    assert "WARNING bot.worker: reqdrive worker runs as root" in line
+    assert "holds the App's private key" in line and "service user" in line
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1) here")
+def test_worker_run_as_another_user_does_not_warn(tmp_path: Path) -> None:
+    # A user namespace without a mapping for root: the worker's uid is nobody's (65534).
+    assert _worker_warnings(tmp_path, "unshare", "--user") == []

@@ -15,8 +15,8 @@ from bot.exceptions import ConfigurationError
 from bot.github.auth import AppAuth
 from bot.github.client import ClientSettings, GitHubApp, WriteBudget
 from bot.ops.settings import Settings, load_settings
+from bot.stores.checkpoints import RedisCheckpointStore
 from bot.stores.runs import RunRecords
-from worker.model.state import RedisCheckpointStore
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 

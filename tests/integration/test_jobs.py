@@ -20,11 +20,12 @@ from bot.jobs import run_requirement, runtime, scan_push
 from bot.jobs.job_class import ReqdriveJob
 from bot.ops.settings import load_settings
 from bot.requests import JobKind, RunRequest
+from bot.stores.checkpoints import RedisCheckpointStore
 from bot.stores.runs import RERUN_KEY, RunRecord, RunRecords
 from bot.web.enqueue import Enqueuer, job_id_for
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_http import API, FakeGitHub, private_key_pem
-from worker.model.state import RedisCheckpointStore, StoryState
+from worker.model.state import StoryState
 from worker.run.pipeline import Pipeline
 
 REPO = "octo/demo"

@@ -12,13 +12,13 @@ from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry, StartedJobRegistry
 
 from bot.jobs import runtime
-from bot.jobs.drive import LEGACY_LOCK_KEY, AlreadyRunning, Monitor, run_lock
-from bot.jobs.recovery import CLAIM_KEY, sweep
+from bot.jobs.drive import AlreadyRunning, Monitor, run_lock
+from bot.jobs.recovery import sweep
 from bot.ops.settings import load_settings
+from bot.stores.run_locks import CLAIM_KEY, LEGACY_LOCK_KEY, run_lock_key
 from bot.stores.runs import HEARTBEAT_KEY, RunRecord
 from tests.support.github_http import private_key_pem
 from worker.model.state import Checkpoint, RunStatus
-from worker.run.run_lock import run_lock_key
 
 
 def _runtime(redis_conn: redis.Redis, redis_url: str, **settings: object) -> runtime.Runtime:

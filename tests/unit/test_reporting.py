@@ -8,6 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
+from worker.model.gates import GateResult, TestStatus
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -18,7 +19,6 @@ from worker.model.state import (
     TestCheck,
 )
 from worker.report.reporting import STATE_ICONS, ConsoleReporter, render_pr_body
-from worker.verdict.gates import GateResult, TestStatus
 
 
 def gate(name: str, passed: bool, failed: list[str] | None = None) -> GateResult:

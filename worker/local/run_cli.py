@@ -39,8 +39,9 @@ from worker.git.workspace import run_git
 from worker.model.prd import MAX_PRD_BYTES, Prd
 from worker.model.run_ids import check_run_id
 from worker.model.slugs import slugify
-from worker.model.state import FileCheckpointStore, StopReason
+from worker.model.state import StopReason
 from worker.report.reporting import ConsoleReporter, Reporter, count_stories
+from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline, Requirement, RunSpec
 from worker.run.run_folder import PRD_JSON
 

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol, TextIO
 
+from worker.model.gates import GateResult
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -17,7 +18,6 @@ from worker.model.state import (
     TestCheck,
 )
 from worker.report.inert_text import neutralize
-from worker.verdict.gates import GateResult
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
 STATE_ICONS = {

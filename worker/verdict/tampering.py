@@ -11,8 +11,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePosixPath
 
 from worker.git.workspace import run_git
+from worker.model.gates import GateSpec
 from worker.model.repo_config import matches_any, read_file_at
-from worker.verdict.gates import GateSpec
 
 # Files that decide what a test run runs or how it reports, whatever the gate's command.
 GATE_CONFIG_GLOBS = (

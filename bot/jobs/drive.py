@@ -16,7 +16,8 @@ from bot.github.auth import RUN_PERMISSIONS
 from bot.github.client import RepoClient
 from bot.github.reporter import GitHubReporter
 from bot.jobs.runtime import Runtime
-from bot.ops.metrics import MeteredReporter, record_run
+from bot.ops.metrics import MeteredReporter
+from bot.stores.metrics import record_run
 from bot.stores.run_locks import RedisRunLock, legacy_lock_held, run_lock_key
 from bot.stores.runs import RunRecord
 from worker.confine.sandbox import api_hosts, readonly_paths, sandbox_for
@@ -176,7 +177,7 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         secrets.append(settings.redis_url)
     return RunSpec(
         plan_only=plan_only,
-        superseded=lambda: rt.records.rerun_waiting(record.job_id),
+        superseded=lambda: rt.reruns.waiting(record.job_id),
         run_id=record.run_id,
         requirement=Requirement(
             text=record.text, source=record.source, slug=record.slug, repo_path=record.repo_path
@@ -217,7 +218,7 @@ def _rerun_if_asked(rt: Runtime, record: RunRecord) -> None:
     """A push edited the requirement while this run ran: run the new text now."""
     if record.job_id is None:
         return
-    raw = rt.records.take_rerun(record.job_id)
+    raw = rt.reruns.take(record.job_id)
     if raw is None:
         return
     arguments = json.loads(raw)

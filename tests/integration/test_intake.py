@@ -16,8 +16,8 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from bot.ops.metrics import METRICS_KEY
 from bot.ops.settings import Settings, load_settings
+from bot.stores.metrics import METRICS_KEY
 from bot.web.app import create_app
 from bot.web.bodies import MAX_BODY_BYTES
 from bot.web.triggers import PUSH_COMMITS_CAP

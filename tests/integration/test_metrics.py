@@ -10,8 +10,9 @@ import redis
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.ops.metrics import DeliveryCounter, MeteredReporter, record_run
+from bot.ops.metrics import DeliveryCounter, MeteredReporter
 from bot.ops.settings import load_settings
+from bot.stores.metrics import record_run
 from bot.web.app import create_app
 from tests.support import webhooks
 from tests.support.ports import closed_port

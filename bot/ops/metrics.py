@@ -13,8 +13,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 import redis
 from prometheus_client import CollectorRegistry, generate_latest
@@ -78,24 +77,6 @@ class DeliveryCounter:
         while True:
             time.sleep(FLUSH_EVERY_S)
             self.flush()
-
-
-class CountingEndpoint:
-    """WSGI middleware counting the answer to every POST /webhook by its status code."""
-
-    def __init__(self, app: Callable[..., Iterable[bytes]], counter: DeliveryCounter) -> None:
-        self._app = app
-        self._counter = counter
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if environ.get("PATH_INFO") != "/webhook":
-            return self._app(environ, start_response)
-
-        def counting_start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
-            self._counter.add(status.split(" ", 1)[0])
-            return start_response(status, headers, exc_info)
-
-        return self._app(environ, counting_start_response)
 
 
 class MeteredReporter:

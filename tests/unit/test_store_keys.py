@@ -57,10 +57,12 @@ def test_each_key_is_written_once_in_the_store_that_owns_it() -> None:
     assert not_stores == {}, "Redis keys belong to the bot/stores module that reads and writes them"
 
 
-def test_the_engine_does_not_reach_redis() -> None:
+def test_the_engine_reaches_neither_redis_nor_the_app() -> None:
+    """Stores, the queue and the run request (bot/requests.py) are the App's: the engine runs
+    from a checkout with none of them."""
     importing = [
         str(path.relative_to(ROOT))
         for path in sorted((ROOT / "worker").rglob("*.py"))
-        if re.search(r"^\s*(import|from) redis\b", path.read_text(), re.MULTILINE)
+        if re.search(r"^\s*(import|from) (redis|rq|bot)\b", path.read_text(), re.MULTILINE)
     ]
     assert importing == []

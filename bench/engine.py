@@ -27,8 +27,9 @@ from pathlib import Path
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
 from worker.agents.command import CommandRunner
 from worker.confine.redact import Redactor
-from worker.model.state import AttemptRecord, FileCheckpointStore, StoryRecord
+from worker.model.state import AttemptRecord, StoryRecord
 from worker.report.protocol import NullReporter
+from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline, Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
 """Talking to GitHub: App auth, the one client, the reporter, annotations.
 
-Imports worker.model and worker.report.
+Imports worker.model, worker.report and bot.stores (run records, the write budget).
 """

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from worker.model.gates import GateResult
 from worker.model.state import StoryRecord, StoryState
 from worker.report.inert_text import neutralize
-from worker.verdict.gates import GateResult
 
 # GitHub takes at most 50 annotations per request and appends each update's to the check run's;
 # reqdrive sends at most this many per check run (one request's worth) and says how many more

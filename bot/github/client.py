@@ -5,12 +5,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import redis
 import requests
 from github import Auth, Github, GithubException, GithubRetry
 from github.CheckRun import CheckRun
@@ -19,6 +17,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from bot.github.auth import AppAuth
+from bot.stores.write_budget import WriteBudget
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +27,6 @@ T = TypeVar("T")
 BODY_LIMIT = 65_536
 BODY_MARGIN = 512  # room for the note saying where the rest is, and the hidden marker
 MARKER_RE = re.compile(r"\n*(<!-- reqdrive:[^>]*-->)\s*\Z")
-# Secondary rate limit: "no more than 80 content-generating requests per minute". Counted per
-# installation in Redis, because every worker on every machine writes with its tokens.
-WRITES_PER_MINUTE = 79
-WRITE_WINDOW_S = 60.0
-WRITES_KEY = "reqdrive:writes:{installation_id}"
 # A 403/429 that names no wait: GitHub's advice for secondary limits is at least a minute.
 DEFAULT_LIMIT_WAIT_S = 60.0
 MAX_LIMIT_WAIT_S = 15 * 60.0
@@ -44,19 +38,6 @@ COMPARE_FILES_CAP = 300
 # this list: a POST that failed may have created what it asked for, so this module looks for
 # it (by marker or head branch) before it asks again.
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
-
-# Sliding window over the last minute: admit one write, or say how long until one may go.
-BUDGET_SCRIPT = """
-local now, window, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-if redis.call('ZCARD', KEYS[1]) < limit then
-  redis.call('ZADD', KEYS[1], now, ARGV[4])
-  redis.call('EXPIRE', KEYS[1], math.ceil(window) + 1)
-  return '0'
-end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return tostring(tonumber(oldest[2]) + window - now)
-"""
 
 
 class GitHubUnavailable(Exception):
@@ -71,39 +52,6 @@ class ClientSettings:
     timeout_s: float = 15.0
     seconds_between_requests: float = 0.25
     seconds_between_writes: float = 1.0
-
-
-class WriteBudget:
-    """Content writes per installation stay under GitHub's 80 a minute, across all workers."""
-
-    def __init__(
-        self,
-        conn: redis.Redis,
-        *,
-        limit: int = WRITES_PER_MINUTE,
-        window_s: float = WRITE_WINDOW_S,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self._script = conn.register_script(BUDGET_SCRIPT)
-        self._limit = limit
-        self._window_s = window_s
-        self._sleep = sleep
-
-    def take(self, installation_id: int) -> None:
-        """Return once one more write fits in the installation's last minute."""
-        key = WRITES_KEY.format(installation_id=installation_id)
-        while True:
-            args: list[float | int | str] = [
-                time.time(),
-                self._window_s,
-                self._limit,
-                uuid.uuid4().hex,
-            ]
-            wait = float(self._script(keys=[key], args=args))
-            if wait <= 0:
-                return
-            log.info("write budget spent", extra={"installation_id": installation_id})
-            self._sleep(wait)
 
 
 def fit_body(text: str, where: str) -> str:

@@ -20,6 +20,7 @@ from bot.github.annotations import (
 from bot.github.client import RepoClient
 from bot.stores.runs import RunRecord, RunRecords
 from worker.exceptions import RepoConfigError
+from worker.model.gates import GateResult
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -32,7 +33,6 @@ from worker.model.state import (
 from worker.report.inert_text import neutralize
 from worker.report.pr_body import render_pr_body
 from worker.report.story_states import STATE_ICONS
-from worker.verdict.gates import GateResult
 
 log = logging.getLogger(__name__)
 

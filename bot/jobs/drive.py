@@ -16,20 +16,18 @@ from bot.github.auth import RUN_PERMISSIONS
 from bot.github.client import RepoClient
 from bot.github.reporter import GitHubReporter
 from bot.jobs.runtime import Runtime
-from bot.ops.metrics import MeteredReporter, record_run
+from bot.ops.metrics import MeteredReporter
+from bot.stores.metrics import record_run
+from bot.stores.run_locks import RedisRunLock, legacy_lock_held, run_lock_key
 from bot.stores.runs import RunRecord
 from worker.confine.sandbox import api_hosts, readonly_paths, sandbox_for
 from worker.exceptions import RunLockHeld
 from worker.git.runner import GitCredentials
 from worker.model.state import RunResult
 from worker.run.pipeline import Pipeline, Requirement, RunSpec
-from worker.run.run_lock import RedisRunLock, run_lock_key
 
 log = logging.getLogger(__name__)
 
-# The lock of workers before RedisRunLock (SET NX, EXPIRE at each beat). A run still holding it
-# during a rolling deploy keeps its requirement: checked, never taken.
-LEGACY_LOCK_KEY = "reqdrive:lock:{repo}:{source}"
 BEAT_EVERY_S = 10.0
 CANCEL_POLL_S = 1.0
 
@@ -40,7 +38,7 @@ class AlreadyRunning(Exception):  # an answer, not a fault
 
 @contextmanager
 def run_lock(rt: Runtime, record: RunRecord) -> Iterator[RedisRunLock]:
-    """One job per repository and requirement, on any machine: worker/run/run_lock.py's Redis lock,
+    """One job per repository and requirement, on any machine: bot/stores/run_locks.py's lock,
     renewed by the Monitor with each heartbeat and lasting as long, so a killed worker's lock
     lapses no later than the heartbeat whose absence makes the sweeper queue a resume."""
     lock = RedisRunLock(
@@ -49,7 +47,7 @@ def run_lock(rt: Runtime, record: RunRecord) -> Iterator[RedisRunLock]:
         timeout_s=rt.records.heartbeat_ttl_s,
         renewer=False,
     )
-    if rt.conn.exists(LEGACY_LOCK_KEY.format(repo=record.repo.lower(), source=record.source)):
+    if legacy_lock_held(rt.conn, record.repo, record.source):
         raise AlreadyRunning(record.run_id)
     # execute() turns everything its run raises into a report, so a RunLockHeld here is the
     # lock refused on entry, never one from inside the run.
@@ -179,7 +177,7 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         secrets.append(settings.redis_url)
     return RunSpec(
         plan_only=plan_only,
-        superseded=lambda: rt.records.rerun_waiting(record.job_id),
+        superseded=lambda: rt.reruns.waiting(record.job_id),
         run_id=record.run_id,
         requirement=Requirement(
             text=record.text, source=record.source, slug=record.slug, repo_path=record.repo_path
@@ -220,7 +218,7 @@ def _rerun_if_asked(rt: Runtime, record: RunRecord) -> None:
     """A push edited the requirement while this run ran: run the new text now."""
     if record.job_id is None:
         return
-    raw = rt.records.take_rerun(record.job_id)
+    raw = rt.reruns.take(record.job_id)
     if raw is None:
         return
     arguments = json.loads(raw)

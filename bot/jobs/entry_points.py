@@ -10,7 +10,7 @@ from typing import Any
 from rq import get_current_job
 
 from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
-from bot.github.client import WRITES_KEY, RepoClient
+from bot.github.client import RepoClient
 from bot.github.reporter import PROGRESS_MARKER, Progress
 from bot.jobs.drive import AlreadyRunning, execute, reset_stories
 from bot.jobs.preflight import (
@@ -106,7 +106,7 @@ def drop_installation(**arguments: Any) -> dict[str, object]:
         if record is not None and record.installation_id == request.installation_id:
             rt.records.request_cancel(run_id)
             stopped.append(run_id)
-    rt.conn.delete(WRITES_KEY.format(installation_id=request.installation_id))
+    rt.writes.forget(request.installation_id)
     log.info("installation dropped", extra={"installation_id": request.installation_id,
                                             "runs": stopped})  # fmt: skip
     return {"status": "dropped", "tokens": dropped, "runs_stopped": stopped}

@@ -8,15 +8,12 @@ import threading
 from rq.job import JobStatus
 
 from bot.jobs.runtime import Runtime
+from bot.stores.run_locks import claim_resume
 from worker.model.state import RunStatus
 
 log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 30.0  # REQDRIVE_RECOVERY_SWEEP_S's default
-# Of the sweepers in every worker, one claims each takeover; the claim outlives the time a
-# resume job needs to start beating, so a slow start is not taken over twice.
-CLAIM_KEY = "reqdrive:resume-claim:{run_id}"
-CLAIM_TTL_S = 120
 
 
 def sweep(rt: Runtime) -> list[str]:
@@ -30,7 +27,7 @@ def sweep(rt: Runtime) -> list[str]:
         if cp is None or cp.status is not RunStatus.RUNNING:
             rt.records.ended(run_id)  # ended, or failed in a way the run itself reported
             continue
-        if not rt.conn.set(CLAIM_KEY.format(run_id=run_id), "1", nx=True, ex=CLAIM_TTL_S):
+        if not claim_resume(rt.conn, run_id):
             continue  # another worker's sweeper took it
         retire_lost_job(rt, run_id)
         rt.queue.enqueue(

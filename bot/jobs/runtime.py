@@ -13,10 +13,12 @@ from rq.serializers import JSONSerializer
 
 from bot.exceptions import ConfigurationError
 from bot.github.auth import AppAuth
-from bot.github.client import ClientSettings, GitHubApp, WriteBudget
+from bot.github.client import ClientSettings, GitHubApp
 from bot.ops.settings import Settings, load_settings
+from bot.stores.checkpoints import RedisCheckpointStore
+from bot.stores.deliveries import Reruns
 from bot.stores.runs import RunRecords
-from worker.model.state import RedisCheckpointStore
+from bot.stores.write_budget import WriteBudget
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -30,6 +32,8 @@ class Runtime:
     app: GitHubApp
     records: RunRecords
     checkpoints: RedisCheckpointStore
+    reruns: Reruns
+    writes: WriteBudget
     queue: Queue
     # The worker's environment as it was at start: the engine takes the agent's allowlisted
     # variables (PATH, locale, its API key) from it through RunSpec, never from os.environ.
@@ -73,6 +77,8 @@ def configure(
         app=GitHubApp(auth, client_settings, budget=budget, sleep=sleep),
         records=RunRecords(conn, settings.reqdrive_heartbeat_ttl_s),
         checkpoints=RedisCheckpointStore(conn),
+        reruns=Reruns(conn),
+        writes=budget,
         queue=Queue(settings.reqdrive_queue, connection=conn, serializer=JSONSerializer),
         environment=dict(os.environ),
     )

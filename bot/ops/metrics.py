@@ -1,20 +1,19 @@
-"""Counters every process adds to in Redis, and GET /metrics exposing them for Prometheus.
+"""Counting deliveries and runs, and GET /metrics exposing the counts for Prometheus.
 
 The web process runs several server processes and the workers run anywhere, so counts live in
-one Redis hash that all of them increment; a scrape of any web process reads the same totals.
-Deliveries are counted in memory and added to Redis in the background (never on a delivery's
-path); runs, story attempts, agent time and cost are added by the worker as they happen.
+one Redis hash that all of them increment (bot/stores/metrics.py); a scrape of any web process
+reads the same totals. Deliveries are counted in memory and added to Redis in the background
+(never on a delivery's path); runs, story attempts, agent time and cost are added by the worker
+as they happen.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 import redis
 from prometheus_client import CollectorRegistry, generate_latest
@@ -29,17 +28,22 @@ from rq.registry import (
 )
 from rq.serializers import JSONSerializer
 
+from bot.stores.metrics import (
+    AGENT_COST,
+    AGENT_SECONDS,
+    ATTEMPTS,
+    DELIVERIES,
+    RUNS,
+    add_deliveries,
+    read_counts,
+    record_attempt,
+    record_run,
+)
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
 from worker.report.protocol import Reporter
 
-log = logging.getLogger(__name__)
-
-METRICS_KEY = "reqdrive:metrics"
 FLUSH_EVERY_S = 2.0
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# Hash fields: "<counter>|<label value>" or "<counter>" for unlabelled ones.
-DELIVERIES, RUNS, ATTEMPTS = "deliveries", "runs", "story_attempts"
-AGENT_SECONDS, AGENT_COST = "agent_seconds", "agent_cost_usd"
 
 
 class DeliveryCounter:
@@ -65,10 +69,7 @@ class DeliveryCounter:
         if not counts:
             return
         try:
-            with self._connection.pipeline(transaction=False) as pipe:
-                for status, count in counts.items():
-                    pipe.hincrby(METRICS_KEY, f"{DELIVERIES}|{status}", count)
-                pipe.execute()
+            add_deliveries(self._connection, counts)
         except redis.RedisError:
             with self._lock:
                 self._counts.update(counts)
@@ -77,24 +78,6 @@ class DeliveryCounter:
         while True:
             time.sleep(FLUSH_EVERY_S)
             self.flush()
-
-
-class CountingEndpoint:
-    """WSGI middleware counting the answer to every POST /webhook by its status code."""
-
-    def __init__(self, app: Callable[..., Iterable[bytes]], counter: DeliveryCounter) -> None:
-        self._app = app
-        self._counter = counter
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if environ.get("PATH_INFO") != "/webhook":
-            return self._app(environ, start_response)
-
-        def counting_start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
-            self._counter.add(status.split(" ", 1)[0])
-            return start_response(status, headers, exc_info)
-
-        return self._app(environ, counting_start_response)
 
 
 class MeteredReporter:
@@ -138,26 +121,6 @@ class MeteredReporter:
         record_run(self._connection, "failed")
 
 
-def record_attempt(connection: redis.Redis, attempt: AttemptRecord) -> None:
-    """One agent call on a story: its outcome, how long the agent took and what it cost."""
-    try:
-        with connection.pipeline(transaction=False) as pipe:
-            pipe.hincrby(METRICS_KEY, f"{ATTEMPTS}|{attempt.outcome.value}", 1)
-            pipe.hincrbyfloat(METRICS_KEY, AGENT_SECONDS, attempt.duration_s)
-            pipe.hincrbyfloat(METRICS_KEY, AGENT_COST, attempt.cost_usd or 0.0)
-            pipe.execute()
-    except redis.RedisError:
-        log.warning("metrics not recorded", extra={"metric": ATTEMPTS})
-
-
-def record_run(connection: redis.Redis, outcome: str) -> None:
-    """A run that ended: "ready", "draft" or "failed"."""
-    try:
-        connection.hincrby(METRICS_KEY, f"{RUNS}|{outcome}", 1)
-    except redis.RedisError:
-        log.warning("metrics not recorded", extra={"metric": RUNS})
-
-
 class RedisCollector(Collector):
     """Reads the counters and the queue's state from Redis at every scrape."""
 
@@ -166,8 +129,7 @@ class RedisCollector(Collector):
         self._queue_name = queue_name
 
     def collect(self) -> Iterator[Metric]:
-        stored: dict[bytes, bytes] = self._connection.hgetall(METRICS_KEY)  # type: ignore[assignment]
-        fields = {key.decode(): float(value) for key, value in stored.items()}
+        fields = read_counts(self._connection)
         yield _labelled(fields, DELIVERIES, "answer", "Webhook deliveries answered, by HTTP status")
         yield _labelled(fields, RUNS, "outcome", "Runs ended: ready, draft or failed")
         yield _labelled(fields, ATTEMPTS, "outcome", "Agent calls on a story, by the verdict")

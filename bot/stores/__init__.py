@@ -1,4 +1,4 @@
-"""The App's Redis stores, each owning its keys: run records, checkpoints, run locks.
+"""The App's Redis stores, each owning its keys: runs, checkpoints, locks, deliveries, metrics.
 
-Imports worker.model only.
+Imports worker.model and worker.exceptions, nothing else of the engine.
 """

@@ -16,8 +16,6 @@ BY_BRANCH_KEY = "reqdrive:run-of-branch:{repo}:{branch}"
 HEARTBEAT_KEY = "reqdrive:heartbeat:{run_id}"
 ACTIVE_KEY = "reqdrive:active-runs"
 CANCEL_KEY = "reqdrive:cancel:{run_id}"
-# intake stores a newer run's arguments here when a REQ edit arrives while its run is running.
-RERUN_KEY = "reqdrive:rerun:{job_id}"
 RECORD_TTL_S = 30 * 24 * 3600  # as long as the engine keeps checkpoints
 HEARTBEAT_TTL_S = 45  # REQDRIVE_HEARTBEAT_TTL_S's default
 CANCEL_TTL_S = 3600
@@ -108,15 +106,6 @@ class RunRecords:
 
     def clear_cancel(self, run_id: str) -> None:
         self.conn.delete(CANCEL_KEY.format(run_id=run_id))
-
-    def rerun_waiting(self, job_id: str | None) -> bool:
-        """Whether a newer text of this job's requirement waits to run after it."""
-        return job_id is not None and bool(self.conn.exists(RERUN_KEY.format(job_id=job_id)))
-
-    def take_rerun(self, job_id: str) -> str | None:
-        """The arguments (JSON) of a run queued behind this job, taken exactly once."""
-        raw = self.conn.getdel(RERUN_KEY.format(job_id=job_id))
-        return None if raw is None else raw.decode()  # type: ignore[union-attr]
 
 
 def _text(value: object) -> str:

@@ -1,58 +1,60 @@
-"""The web process as served: POST /webhook read asynchronously with a deadline and a memory
-budget, everything else (healthz, metrics) through the Flask app.
+"""The web process, the one door: POST /webhook read asynchronously, the rest to Flask.
 
-Under WSGI a request's body is read by a blocking call that holds one of the server's threads
-for as long as the client takes to send it: a few hundred clients trickling bodies held every
-thread, and /healthz and real deliveries waited behind them (issue 7 measured 560). Here a
-slow body costs a coroutine, never a thread; it gets BODY_DEADLINE_S to arrive (GitHub itself
-gives up on an answer after ten seconds), and the bytes held by bodies not yet verified are
-capped per process (the same BodyBudget as the WSGI path), so unsigned uploads cannot grow the
-process without bound.
+`reqdrive serve` runs create_asgi_app. A body is read without holding a thread: under WSGI a
+blocking read held one of the server's threads for as long as the client took to send it, and
+a few hundred clients trickling bodies held every thread, so /healthz and real deliveries
+waited behind them (issue 7 measured 560). Here a slow body costs a coroutine; it gets the
+body deadline to arrive (GitHub itself gives up on an answer after ten seconds), and the bytes
+held by bodies not yet verified are capped per process (bot/web/bodies.py), so unsigned
+uploads cannot grow the process without bound.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
 
+from bot.ops.logs import configure_from
 from bot.ops.metrics import DeliveryCounter
-from bot.web.answers import (
+from bot.ops.settings import Settings, load_settings
+from bot.web.app import DEFAULT_REDIS_URL, create_app, redis_connection
+from bot.web.bodies import MAX_BODY_BYTES, BodyBudget
+from bot.web.enqueue import Enqueuer
+from bot.web.intake import (
     BUSY,
     GONE,
     OVERLONG,
     POST_ONLY,
     TOO_LARGE,
     TOO_SLOW,
+    WEBHOOK_PATH,
     Answer,
+    DeliveryHeaders,
+    Intake,
+    answer_from_headers,
     encode,
-    response_headers,
 )
-from bot.web.app import build_app
-from bot.web.bodies import MAX_BODY_BYTES, BodyBudget
-from bot.web.intake import WEBHOOK_PATH, DeliveryHeaders, Intake, answer_from_headers
+from bot.web.triggers import TriggerContext
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# The deadline and the byte budget are the WSGI path's (bot/web/bodies.py, REQDRIVE_BODY_*): a
-# delivery over what is left of the budget waits for nothing: it is answered 503 and GitHub
-# shows it as failed, to be redelivered.
+log = logging.getLogger(__name__)
 
 
 class WebhookASGI:
     """ASGI app: /webhook here, every other path to `fallback` (the Flask app)."""
 
     def __init__(
-        self,
-        intake: Intake,
-        counter: DeliveryCounter,
-        fallback: Callable[[Scope, Receive, Send], Awaitable[None]],
-        budget: BodyBudget,
+        self, intake: Intake, counter: DeliveryCounter, fallback: ASGIApp, budget: BodyBudget
     ) -> None:
         self._intake = intake
         self._counter = counter
@@ -75,6 +77,11 @@ class WebhookASGI:
             return early
         body = await self._read(receive, length)
         if isinstance(body, Answer):
+            if body is GONE:
+                log.info("body read ended early")
+            else:
+                held = self._budget.held_bytes
+                log.warning("body refused", extra={"status": body.status, "held_bytes": held})
             return body
         delivery = DeliveryHeaders(
             headers.get("x-github-event"),
@@ -119,7 +126,12 @@ class WebhookASGI:
 
 async def _respond(send: Send, answer: Answer) -> None:
     body = encode(answer)
-    headers = [(k.lower().encode(), v.encode()) for k, v in response_headers(answer, body)]
+    headers = [] if answer.status == 204 else [(b"content-type", b"application/json")]
+    if answer is POST_ONLY:
+        headers.append((b"allow", b"POST"))
+    if answer.status == 503:
+        headers.append((b"retry-after", b"30"))
+    headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -133,8 +145,22 @@ def _content_length(headers: dict[str, str]) -> int | None:
     return int(value) if value.strip().isdigit() else 0
 
 
-def create_asgi_app() -> WebhookASGI:
-    """The web server's factory (granian --interface asgi): settings from the environment."""
-    flask_app, intake, counter, budget = build_app()
-    fallback: Any = WSGIMiddleware(flask_app)  # type: ignore[arg-type]  # a2wsgi's own scope types
+def create_asgi_app(settings: Settings | None = None) -> WebhookASGI:
+    """The web process (granian's --factory); with no settings they are read from the
+    environment and the process's logs configured from them."""
+    if settings is None:  # the web server's own process: its logs are ours to configure
+        settings = load_settings()
+        configure_from(settings)
+    connection = redis_connection(settings.redis_url or DEFAULT_REDIS_URL)
+    timeout_s = math.ceil(settings.reqdrive_job_timeout_hours * 3600)
+    intake = Intake(
+        settings.github_webhook_secret.get_secret_value(),
+        Enqueuer(connection, settings.reqdrive_queue, timeout_s),
+        TriggerContext(settings.reqdrive_trigger_label, settings.reqdrive_app_slug),
+    )
+    counter = DeliveryCounter(connection)
+    budget_bytes = settings.reqdrive_body_budget_mib * 1024 * 1024
+    budget = BodyBudget(budget_bytes, settings.reqdrive_body_deadline_s)
+    routes = create_app(connection, settings.reqdrive_queue, counter)
+    fallback: Any = WSGIMiddleware(routes)  # type: ignore[arg-type]  # a2wsgi's own scope types
     return WebhookASGI(intake, counter, fallback, budget)

@@ -18,16 +18,9 @@ from rq.utils import now
 
 from bot.exceptions import QueueUnavailable
 from bot.requests import JobKind, RunRequest
+from bot.stores.deliveries import DELIVERY_TTL_S, RERUN_TTL_S, delivery_key, rerun_key
 from worker.model.slugs import slugify
 
-DELIVERY_KEY = "reqdrive:delivery:{}"
-# A push editing a requirement whose run is already running leaves the new run's arguments
-# here; the running job takes them when it ends and queues the re-run (bot/jobs/drive.py).
-RERUN_KEY = "reqdrive:rerun:{}"
-RERUN_TTL_S = 7 * 24 * 3600  # as long as a finished run's result is kept
-# GitHub lets a maintainer redeliver for 3 days; keep ids longer so a redelivery is never
-# mistaken for a new delivery.
-DELIVERY_TTL_S = 5 * 24 * 3600
 COMMAND_TIMEOUT_S = 600
 RESULT_TTL_S = 7 * 24 * 3600
 # Runs: a job that raised, or whose work horse died, is retried after a pause (rq 3's worker
@@ -209,10 +202,10 @@ class Enqueuer:
         if not by_id:
             raise ValueError("a delivery is accepted only for at least one job")
         at = now()
-        keys = [DELIVERY_KEY.format(delivery_id), *self._fixed_keys]
+        keys = [delivery_key(delivery_id), *self._fixed_keys]
         jobs = []
         for job_id, request in by_id.items():
-            keys += [Job.key_for(job_id), RERUN_KEY.format(job_id)]
+            keys += [Job.key_for(job_id), rerun_key(job_id)]
             jobs.append(self._packed(job_id, request, at))
         # use_bin_type=False: Redis's cmsgpack reads only msgpack's str family, which carries
         # any bytes (the compressed job data) to Lua unchanged.

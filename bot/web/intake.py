@@ -2,40 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
-from http import HTTPStatus
-from typing import IO, TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from gidgethub import ValidationFailure
 from gidgethub.sansio import validate_event
 from pydantic import ValidationError
 
 from bot.exceptions import QueueUnavailable
-from bot.web.answers import (
-    IGNORED,
-    MALFORMED,
-    NO_INSTALLATION,
-    PONG,
-    POST_ONLY,
-    QUEUE_DOWN,
-    REFUSED_BODIES,
-    TOO_LARGE,
-    UNSIGNED,
-    Answer,
-    encode,
-    response_headers,
-)
-from bot.web.bodies import MAX_BODY_BYTES, Body, BodyBudget, Refusal
+from bot.web.bodies import MAX_BODY_BYTES
 from bot.web.enqueue import Accepted, Enqueuer
 from bot.web.events import Event, Payload
 from bot.web.triggers import TriggerContext, triggers_for
 from worker.model.validation import problems
-
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 # Events with a trigger rule, or subscribed for one soon (pull_request, installation), or ping.
 ACTED_EVENTS = frozenset(
@@ -44,7 +26,6 @@ ACTED_EVENTS = frozenset(
 SIGNATURE_PREFIX = "sha256="
 # GitHub sends a GUID; anything else is refused before it becomes part of a Redis key.
 DELIVERY_ID_RE = re.compile(r"\A[A-Za-z0-9._-]{1,100}\Z")
-CONTENT_LENGTH_RE = re.compile(r"\A[ \t]*(-?[0-9]+)[ \t]*\Z")  # werkzeug's reading of it
 WEBHOOK_PATH = "/webhook"
 # A push may name thousands of requirement files; a delivery queues at most this many runs
 # (the first ones, in the order the push touched them) and its answer says how many it left.
@@ -54,12 +35,46 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Answer:
+    """The HTTP status and JSON body a delivery gets."""
+
+    status: int
+    body: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class DeliveryHeaders:
     """The three headers a delivery is judged by; None when absent."""
 
     event: str | None
     delivery_id: str | None
     signature: str | None  # X-Hub-Signature-256
+
+
+# Every refusal, in one place: the answer GitHub records for the delivery.
+TOO_LARGE = Answer(413, {"error": "body over 25 MiB"})
+UNSIGNED = Answer(401, {"error": "X-Hub-Signature-256 missing or wrong"})
+MALFORMED = Answer(400, {"error": "event/delivery headers missing or body not a JSON object"})
+PONG = Answer(200, {"ping": "ok"})
+IGNORED = Answer(204)
+QUEUE_DOWN = Answer(503, {"error": "queue unavailable; redeliver later"})
+# A repository or organization webhook pointed at reqdrive sends no installation, and a job
+# can get no token without one: refused here, with what to do, rather than failing in a worker.
+NO_INSTALLATION = Answer(
+    422,
+    {
+        "error": "this delivery names no installation: reqdrive acts only on deliveries GitHub "
+        "sends to the App; install the App on the repository instead of adding a webhook"
+    },
+)
+POST_ONLY = Answer(405, {"error": "deliveries are POSTed"})  # someone opened the URL
+# Bodies not yet verified are read with a deadline and within a byte budget (bot/web/asgi.py):
+# one over what is left of the budget waits for nothing: it is answered 503 and GitHub shows
+# it as failed, to be redelivered.
+BUSY = Answer(503, {"error": "too many unverified bodies in flight; redeliver later"})
+TOO_SLOW = Answer(408, {"error": "body not received before the deadline; send it at once"})
+OVERLONG = Answer(400, {"error": "body longer than its Content-Length"})
+GONE = Answer(400, {"error": "the client closed the connection before the body arrived"})
 
 
 def answer_from_headers(event_name: str | None, content_length: int | None) -> Answer | None:
@@ -174,67 +189,6 @@ def _accepted_answer(event: Event, accepted: Accepted) -> Answer:
     return Answer(202, {"job_ids": job_ids, "jobs": jobs})
 
 
-class WebhookEndpoint:
-    """WSGI middleware serving POST /webhook itself; every other request goes to the app.
-
-    Deliveries never reach Flask: building werkzeug's request and response objects cost more
-    CPU than verifying, parsing and enqueueing a trigger together (bench/results/intake.md).
-    """
-
-    def __init__(self, app: WSGIApplication, intake: Intake, budget: BodyBudget) -> None:
-        self._app = app
-        self._intake = intake
-        self._budget = budget
-
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") != WEBHOOK_PATH:
-            return self._app(environ, start_response)
-        post = environ.get("REQUEST_METHOD") == "POST"
-        answer = self.answer(environ) if post else POST_ONLY
-        body = encode(answer)
-        start_response(STATUS_LINES[answer.status], response_headers(answer, body))
-        return [body] if body else []
-
-    def answer(self, environ: WSGIEnvironment) -> Answer:
-        """The answer to the delivery in this environ; reads the body only if it must."""
-        event = environ.get("HTTP_X_GITHUB_EVENT")
-        length = _content_length(environ)
-        early = answer_from_headers(event, length)
-        if early is not None:
-            return early
-        body = self._request_body(environ, length)
-        if isinstance(body, Refusal):
-            log.warning("body refused", extra={"reason": body.value,
-                                               "held_bytes": self._budget.held_bytes})  # fmt: skip
-            return REFUSED_BODIES[body]
-        headers = DeliveryHeaders(
-            event, environ.get("HTTP_X_GITHUB_DELIVERY"), environ.get("HTTP_X_HUB_SIGNATURE_256")
-        )
-        try:
-            return self._intake.receive(headers, body.data)
-        finally:
-            body.release()
-
-    def _request_body(self, environ: WSGIEnvironment, length: int | None) -> Body | Refusal:
-        """Exactly the declared bytes; without a length, the stream a server ended, or nothing."""
-        stream: IO[bytes] = environ["wsgi.input"]
-        if length is None and not environ.get("wsgi.input_terminated"):
-            # Reading an unframed body could block forever (werkzeug treats it as empty too).
-            return Body(b"", self._budget, 0)
-        return self._budget.read(stream, length)
-
-
-STATUS_LINES: dict[int, str] = {code: f"{code} {code.phrase}" for code in HTTPStatus}
-
-
-def _content_length(environ: WSGIEnvironment) -> int | None:
-    """The declared length as werkzeug reads it: None if chunked or absent, 0 if invalid."""
-    if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
-        return None
-    value = environ.get("CONTENT_LENGTH")
-    if value is None:
-        return None
-    if value.isascii() and value.isdigit():
-        return int(value)
-    match = CONTENT_LENGTH_RE.match(value)
-    return max(0, int(match[1])) if match else 0
+def encode(answer: Answer) -> bytes:
+    """The JSON body of an answer (empty for 204)."""
+    return json.dumps(answer.body).encode() if answer.status != 204 else b""

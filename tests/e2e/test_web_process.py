@@ -1,4 +1,4 @@
-"""The web process as the Procfile runs it: the app factory on gunicorn and granian, real HTTP."""
+"""The web process as the Procfile runs it, and its one door on a second ASGI server; real HTTP."""
 
 from __future__ import annotations
 
@@ -35,23 +35,20 @@ UNVERIFIED_BUDGET_BYTES = int(Settings.model_fields["reqdrive_body_budget_mib"].
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 WORKERS = 2
-# The servers the web process may run on: "serve" is exactly what `reqdrive serve` (the
-# Procfile's web line) execs, granian's ASGI interface with bot/web/asgi.py in front; the WSGI
-# app on gunicorn and granian is what a WSGI deployment gets (WebhookEndpoint reads
-# wsgi.input itself, so each server's way of passing bodies is exercised).
+# The servers the web process runs on: "serve" is exactly what `reqdrive serve` (the Procfile's
+# web line) execs, granian's ASGI interface; gunicorn's own ASGI worker serves the same factory,
+# so a second server's way of passing bodies (lengths, chunks, disconnects) reaches the one door.
 SERVERS = {
     "serve": [],  # web_server_argv(), filled in per port
     "gunicorn": [str(BIN / "gunicorn"), "--no-control-socket", "--bind", "127.0.0.1:{port}",
-                 "--workers", str(WORKERS), "--threads", "8", "bot.web.app:create_app()"],
-    "granian": [str(BIN / "granian"), "--interface", "wsgi", "--workers", str(WORKERS),
-                "--host", "127.0.0.1", "--port", "{port}", "--factory", "bot.web.app:create_app"],
+                 "--workers", str(WORKERS), "--worker-class", "asgi", "--asgi-lifespan", "off",
+                 "bot.web.asgi:create_asgi_app()"],
 }  # fmt: skip
 # The log line of each worker that is ready. Both servers listen before their workers are;
 # granian 2.8 hangs if SIGTERM comes while a worker is still starting, so a test server is
 # used, and stopped, only once every worker has started.
 WORKER_READY = {
     "gunicorn": b"Booting worker with pid",
-    "granian": b"Started worker-",
     "serve": b"Started worker-",
 }
 START_TIMEOUT_S = 30.0
@@ -60,7 +57,8 @@ Reply = tuple[int, dict[str, Any]]  # the answer's decoded JSON
 
 
 class WebProcess:
-    """A WSGI server serving bot.web.app's create_app from the environment, on a private port."""
+    """A web server serving bot.web.asgi's create_asgi_app from the environment, on a private
+    port."""
 
     def __init__(self, server: str, redis_url: str, log: Path) -> None:
         self.port = free_port()
@@ -286,7 +284,7 @@ def test_slow_bodies_hold_no_thread_and_get_408_at_the_deadline(
 ) -> None:
     held = [_trickle(served.port, 1000) for _ in range(600)]
     try:
-        # More slow clients than the WSGI servers have threads: a real delivery and the
+        # More slow clients than a thread-per-request server has threads: a real delivery and the
         # health check are still answered while they are held.
         assert served.request("GET", "/healthz") == (200, {"redis": "ok"})
         status, answer = served.deliver("issues", webhooks.labeled(number=11))

@@ -15,7 +15,8 @@ from rq.utils import utcparse
 
 from bot.exceptions import QueueUnavailable
 from bot.requests import JobKind, RunRequest
-from bot.web.enqueue import DELIVERY_KEY, RERUN_KEY, Enqueuer, job_id_for
+from bot.stores.deliveries import delivery_key, rerun_key
+from bot.web.enqueue import Enqueuer, job_id_for
 from tests.support.ports import closed_port
 from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
 
@@ -160,7 +161,7 @@ def test_a_delivery_is_not_marked_seen_when_its_job_could_not_be_queued(
     redis_conn.set(f"rq:job:{job_id_for(other)}", "not a job hash")
     with pytest.raises(QueueUnavailable):
         enqueuer.accept("d-1", [request(), other])
-    assert redis_conn.exists(DELIVERY_KEY.format("d-1")) == 0
+    assert redis_conn.exists(delivery_key("d-1")) == 0
     assert queue(redis_conn).count == 0
     assert redis_conn.exists(f"rq:job:{job_id_for(request())}") == 0  # nothing half-written
     redis_conn.delete(f"rq:job:{job_id_for(other)}")
@@ -211,16 +212,14 @@ def test_a_push_editing_a_running_requirement_leaves_its_rerun(
     edited = request(delivery_id="d-2", head_sha="b" * 40)
     [again] = enqueuer.accept("d-2", [edited]).jobs
     assert (again.id, again.coalesced, again.rerun) == (queued.id, True, True)
-    assert json.loads(redis_conn.get(RERUN_KEY.format(queued.id)) or b"") == edited.model_dump(
-        mode="json"
-    )
+    assert json.loads(redis_conn.get(rerun_key(queued.id)) or b"") == edited.model_dump(mode="json")
     # The label added again to an issue whose run is running asks for nothing new.
     label = request(requirement="ISSUE-4", issue_number=4)
     [run] = enqueuer.accept("d-3", [label]).jobs
     redis_conn.hset(Job.key_for(run.id), "status", JobStatus.STARTED.value)
     [label_again] = enqueuer.accept("d-4", [label.model_copy(update={"delivery_id": "d-4"})]).jobs
     assert (label_again.coalesced, label_again.rerun) == (True, False)
-    assert redis_conn.get(RERUN_KEY.format(run.id)) is None
+    assert redis_conn.get(rerun_key(run.id)) is None
 
 
 def test_a_queued_run_takes_the_newest_pushs_arguments(

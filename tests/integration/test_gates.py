@@ -14,14 +14,8 @@ from pydantic import ValidationError
 
 from tests.support.processes import running
 from worker.confine.redact import REDACTED, Redactor
-from worker.verdict.gates import (
-    GateResult,
-    GateSpec,
-    TestStatus,
-    gate_environment,
-    gate_specs,
-    run_gates,
-)
+from worker.model.gates import GateResult, GateSpec, TestStatus
+from worker.verdict.gates import gate_environment, gate_specs, run_gates
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa9"

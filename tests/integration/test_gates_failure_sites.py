@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from worker.confine.redact import REDACTED, Redactor
-from worker.verdict.gates import FailureSite, GateResult, GateSpec, TestStatus, run_gates
+from worker.model.gates import FailureSite, GateResult, GateSpec, TestStatus
+from worker.verdict.gates import run_gates
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"

@@ -10,7 +10,8 @@ import pytest
 
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import SandboxMode, make_sandbox
-from worker.verdict.gates import GateSpec, run_gate
+from worker.model.gates import GateSpec
+from worker.verdict.gates import run_gate
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

@@ -1,33 +1,34 @@
-"""POST /webhook and GET /healthz through Flask's test client, against a real Redis."""
+"""POST /webhook and GET /healthz through the web process's one door (its ASGI app), against a
+real Redis."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import io
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
-from flask.testing import FlaskClient
 from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from bot.ops.metrics import METRICS_KEY
+from bot.ops.metrics import DeliveryCounter
 from bot.ops.settings import Settings, load_settings
+from bot.stores.metrics import METRICS_KEY
 from bot.web.app import create_app
+from bot.web.asgi import create_asgi_app
 from bot.web.bodies import MAX_BODY_BYTES
 from bot.web.triggers import PUSH_COMMITS_CAP
 from tests.support import webhooks
+from tests.support.asgi_client import AsgiClient
 from tests.support.ports import closed_port
 from tests.support.recording_jobs import JOB_LOG_KEY, RecordingJob
 
 QUEUE = "reqdrive"
-# How a WSGI server passes a chunked body: no length, a stream that ends.
-CHUNKED = {"wsgi.input_terminated": True, "CONTENT_LENGTH": "", "HTTP_TRANSFER_ENCODING": "chunked"}
 
 
 def settings_for(redis_url: str) -> Settings:
@@ -40,8 +41,8 @@ def settings_for(redis_url: str) -> Settings:
 
 
 @pytest.fixture
-def client(redis_url: str) -> FlaskClient:
-    return create_app(settings_for(redis_url)).test_client()
+def client(redis_url: str) -> AsgiClient:
+    return AsgiClient(create_asgi_app(settings_for(redis_url)))
 
 
 @pytest.fixture
@@ -52,11 +53,11 @@ def dead_redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def down_client(dead_redis_url: str) -> FlaskClient:
-    return create_app(settings_for(dead_redis_url)).test_client()
+def down_client(dead_redis_url: str) -> AsgiClient:
+    return AsgiClient(create_asgi_app(settings_for(dead_redis_url)))
 
 
-def post(client: FlaskClient, event: str, body: bytes, **kwargs: str) -> tuple[int, dict[str, Any]]:
+def post(client: AsgiClient, event: str, body: bytes, **kwargs: str) -> tuple[int, dict[str, Any]]:
     response = client.post("/webhook", data=body, headers=webhooks.headers(event, body, **kwargs))
     return response.status_code, (response.get_json(silent=True) or {})
 
@@ -79,7 +80,7 @@ def job_log(conn: redis.Redis) -> list[dict[str, Any]]:
 
 
 def test_a_body_over_25_mib_is_refused_by_its_length(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     body = b" " * (MAX_BODY_BYTES + 1)
     status, _ = post(client, "issues", body)
@@ -87,23 +88,17 @@ def test_a_body_over_25_mib_is_refused_by_its_length(
     assert queue(redis_conn).count == 0
 
 
-def post_chunked(client: FlaskClient, body: bytes) -> int:
+def post_chunked(client: AsgiClient, body: bytes) -> int:
     """POST a signed issues delivery as a chunked body (no Content-Length); the status."""
-    response = client.post(
-        "/webhook",
-        input_stream=io.BytesIO(body),
-        headers=webhooks.headers("issues", body),
-        environ_overrides=CHUNKED,
-    )
-    assert response.request.content_length is None
+    response = client.post("/webhook", body, webhooks.headers("issues", body), chunked=True)
     return response.status_code
 
 
-def test_a_chunked_body_over_25_mib_is_refused_while_reading(client: FlaskClient) -> None:
+def test_a_chunked_body_over_25_mib_is_refused_while_reading(client: AsgiClient) -> None:
     assert post_chunked(client, b" " * (MAX_BODY_BYTES + 1)) == 413
 
 
-def test_a_chunked_body_under_the_limit_is_read_whole(client: FlaskClient) -> None:
+def test_a_chunked_body_under_the_limit_is_read_whole(client: AsgiClient) -> None:
     assert post_chunked(client, webhooks.labeled()) == 202
 
 
@@ -111,7 +106,7 @@ def test_a_chunked_body_under_the_limit_is_read_whole(client: FlaskClient) -> No
 
 
 def test_a_missing_or_wrong_signature_is_refused(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     body = webhooks.labeled()
     headers = webhooks.headers("issues", body)
@@ -129,7 +124,7 @@ def test_a_missing_or_wrong_signature_is_refused(
     assert queue(redis_conn).count == 0
 
 
-def test_a_valid_sha1_signature_alone_is_not_enough(client: FlaskClient) -> None:
+def test_a_valid_sha1_signature_alone_is_not_enough(client: AsgiClient) -> None:
     body = webhooks.labeled()
     headers = webhooks.headers("issues", body)
     del headers["X-Hub-Signature-256"]
@@ -145,7 +140,7 @@ def test_a_valid_sha1_signature_alone_is_not_enough(client: FlaskClient) -> None
 
 @pytest.mark.parametrize("missing", ["X-GitHub-Event", "X-GitHub-Delivery"])
 def test_a_signed_delivery_without_its_headers_is_malformed(
-    client: FlaskClient, missing: str
+    client: AsgiClient, missing: str
 ) -> None:
     body = webhooks.labeled()
     headers = webhooks.headers("issues", body)
@@ -159,12 +154,12 @@ def test_a_signed_delivery_without_its_headers_is_malformed(
      b'{"action": "labeled", "issue": {"number": "one"}}'],
 )  # fmt: skip
 def test_a_signed_body_that_is_not_a_json_object_is_malformed(
-    client: FlaskClient, body: bytes
+    client: AsgiClient, body: bytes
 ) -> None:
     assert post(client, "issues", body)[0] == 400
 
 
-def test_a_delivery_id_that_is_not_a_guid_is_malformed(client: FlaskClient) -> None:
+def test_a_delivery_id_that_is_not_a_guid_is_malformed(client: AsgiClient) -> None:
     body = webhooks.labeled()
     assert post(client, "issues", body, delivery_id="x" * 101)[0] == 400
     assert post(client, "issues", body, delivery_id="a b")[0] == 400
@@ -176,11 +171,11 @@ def test_a_delivery_id_that_is_not_a_guid_is_malformed(client: FlaskClient) -> N
 @pytest.mark.parametrize(
     "name", ["payload.json", "with-app_id.payload.json", "with-organization.payload.json"]
 )
-def test_ping_is_answered(client: FlaskClient, name: str) -> None:
+def test_ping_is_answered(client: AsgiClient, name: str) -> None:
     assert post(client, "ping", webhooks.example_bytes("ping", name))[0] == 200
 
 
-def test_an_unsubscribed_event_is_answered_from_its_headers_alone(down_client: FlaskClient) -> None:
+def test_an_unsubscribed_event_is_answered_from_its_headers_alone(down_client: AsgiClient) -> None:
     # Unsigned, not JSON, Redis down: nothing is read, verified or stored, so all is fine.
     response = down_client.post(
         "/webhook", data=b"\x00garbage", headers={"X-GitHub-Event": "check_run"}
@@ -189,11 +184,58 @@ def test_an_unsubscribed_event_is_answered_from_its_headers_alone(down_client: F
     assert response.data == b""
 
 
-def test_opening_the_webhook_url_says_deliveries_are_posted(client: FlaskClient) -> None:
+def test_opening_the_webhook_url_says_deliveries_are_posted(client: AsgiClient) -> None:
     response = client.get("/webhook")
     assert response.status_code == 405
-    assert response.headers["Allow"] == "POST"
+    assert response.headers["allow"] == "POST"
     assert response.get_json() == {"error": "deliveries are POSTed"}
+
+
+# The one door: bodies are read by the ASGI app, within a deadline; Flask never sees a delivery
+
+
+def test_deliveries_never_reach_the_flask_app_behind_the_door(redis_conn: redis.Redis) -> None:
+    routes = create_app(redis_conn, QUEUE, DeliveryCounter(redis_conn)).test_client()
+    body = webhooks.labeled()
+    response = routes.post("/webhook", data=body, headers=webhooks.headers("issues", body))
+    assert response.status_code == 404
+    assert routes.get("/healthz").status_code == 200
+    assert queue(redis_conn).count == 0
+
+
+def test_a_body_that_stops_arriving_is_answered_408_at_the_deadline(
+    redis_url: str, redis_conn: redis.Redis
+) -> None:
+    settings = settings_for(redis_url).model_copy(update={"reqdrive_body_deadline_s": 0.3})
+    client = AsgiClient(create_asgi_app(settings))
+    body = webhooks.labeled()
+    started = time.monotonic()
+    response = client.post("/webhook", body, webhooks.headers("issues", body), ending="stall")
+    assert response.status_code == 408
+    assert time.monotonic() - started >= 0.3
+    assert queue(redis_conn).count == 0
+
+
+def test_a_client_that_hangs_up_mid_body_queues_nothing(
+    client: AsgiClient, redis_conn: redis.Redis
+) -> None:
+    body = webhooks.labeled()
+    response = client.post("/webhook", body, webhooks.headers("issues", body), ending="hang up")
+    assert response.status_code == 400
+    assert queue(redis_conn).count == 0
+
+
+def test_a_body_longer_than_its_content_length_is_refused(
+    client: AsgiClient, redis_conn: redis.Redis
+) -> None:
+    body = webhooks.labeled()
+    headers = {**webhooks.headers("issues", body), "Content-Length": str(len(body) - 1)}
+    response = client.post("/webhook", body, headers)
+    assert (response.status_code, response.get_json()) == (
+        400,
+        {"error": "body longer than its Content-Length"},
+    )
+    assert queue(redis_conn).count == 0
 
 
 @pytest.mark.parametrize(
@@ -208,7 +250,7 @@ def test_opening_the_webhook_url_says_deliveries_are_posted(client: FlaskClient)
     ],
 )
 def test_a_subscribed_event_without_a_trigger_is_ignored(
-    client: FlaskClient, redis_conn: redis.Redis, event: str, name: str
+    client: AsgiClient, redis_conn: redis.Redis, event: str, name: str
 ) -> None:
     assert post(client, event, webhooks.example_bytes(event, name))[0] == 204
     # No delivery recorded, no job: at most the delivery counters of /metrics, which every
@@ -217,7 +259,7 @@ def test_a_subscribed_event_without_a_trigger_is_ignored(
 
 
 def test_an_ignored_event_still_needs_a_signature_when_it_is_subscribed(
-    client: FlaskClient,
+    client: AsgiClient,
 ) -> None:
     body = webhooks.example_bytes("issues", "opened.payload.json")
     assert (
@@ -229,7 +271,7 @@ def test_an_ignored_event_still_needs_a_signature_when_it_is_subscribed(
 
 
 def test_the_trigger_label_queues_a_run_that_a_worker_records(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     status, answer = post(client, "issues", webhooks.labeled(number=7), delivery_id="guid-1")
     assert status == 202
@@ -248,7 +290,7 @@ def test_the_trigger_label_queues_a_run_that_a_worker_records(
     assert (entry["job_id"], entry["requirement"]) == (job_id, "ISSUE-7")
 
 
-def test_a_push_queues_one_run_per_requirement_file(client: FlaskClient) -> None:
+def test_a_push_queues_one_run_per_requirement_file(client: AsgiClient) -> None:
     files = ["docs/requirements/REQ-001-a.md", "docs/requirements/REQ-002-b.md"]
     status, answer = post(client, "push", webhooks.push_of([(files, [], []), ([], files, [])]))
     assert status == 202
@@ -256,7 +298,7 @@ def test_a_push_queues_one_run_per_requirement_file(client: FlaskClient) -> None
 
 
 def test_a_push_at_the_commit_cap_queues_one_scan_not_a_guess(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     # The last 2048 commits touch no REQ file; commits beyond the cap might have.
     commits: list[tuple[list[str], list[str], list[str]]] = [
@@ -270,7 +312,7 @@ def test_a_push_at_the_commit_cap_queues_one_scan_not_a_guess(
     assert job.kwargs["kind"] == "scan" and job.kwargs["base_sha"] and job.kwargs["head_sha"]
 
 
-def test_the_apps_own_push_queues_nothing(client: FlaskClient) -> None:
+def test_the_apps_own_push_queues_nothing(client: AsgiClient) -> None:
     body = webhooks.push_of(
         [(["docs/requirements/REQ-001-a.md"], [], [])], sender=("reqdrive[bot]", "Bot")
     )
@@ -291,7 +333,7 @@ def test_the_apps_own_push_queues_nothing(client: FlaskClient) -> None:
     ],
 )
 def test_each_command_queues_its_job(
-    client: FlaskClient, redis_conn: redis.Redis, text: str, function: str
+    client: AsgiClient, redis_conn: redis.Redis, text: str, function: str
 ) -> None:
     status, answer = post(client, "issue_comment", webhooks.comment(text, on_pull_request=True))
     assert status == 202
@@ -301,7 +343,7 @@ def test_each_command_queues_its_job(
     assert [entry["comment_id"] for entry in job_log(redis_conn)] == [492700400]
 
 
-def test_bot_and_edited_comments_queue_nothing(client: FlaskClient) -> None:
+def test_bot_and_edited_comments_queue_nothing(client: AsgiClient) -> None:
     assert (
         post(
             client,
@@ -316,7 +358,7 @@ def test_bot_and_edited_comments_queue_nothing(client: FlaskClient) -> None:
 
 
 def test_the_same_delivery_twice_queues_one_job(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     body = webhooks.labeled()
     first = post(client, "issues", body, delivery_id="guid-dup")
@@ -328,7 +370,7 @@ def test_the_same_delivery_twice_queues_one_job(
 
 
 def test_a_repeat_while_queued_coalesces_and_after_it_finished_runs_again(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     body = webhooks.labeled()
     _, first = post(client, "issues", body)
@@ -344,7 +386,7 @@ def test_a_repeat_while_queued_coalesces_and_after_it_finished_runs_again(
 
 
 def test_commands_are_not_swallowed_by_a_queued_run(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     _, run = post(client, "issues", webhooks.labeled(number=1))
     _, cancel = post(client, "issue_comment", webhooks.comment("/reqdrive cancel"))
@@ -362,28 +404,24 @@ def test_commands_are_not_swallowed_by_a_queued_run(
 # 503 and /healthz
 
 
-def test_a_trigger_while_redis_is_down_is_refused_for_redelivery(down_client: FlaskClient) -> None:
-    body = webhooks.labeled()
-    refused = down_client.post("/webhook", data=body, headers=webhooks.headers("issues", body))
-    assert refused.status_code == 503
-    assert refused.get_json() == {"error": "queue unavailable; redeliver later"}
-    assert refused.headers["Retry-After"] == "30"  # the same answer the ASGI door gives
+def test_a_trigger_while_redis_is_down_is_refused_for_redelivery(down_client: AsgiClient) -> None:
+    assert post(down_client, "issues", webhooks.labeled())[0] == 503
     assert post(down_client, "ping", webhooks.example_bytes("ping", "payload.json"))[0] == 200
 
 
-def test_healthz_says_whether_redis_answers(client: FlaskClient, down_client: FlaskClient) -> None:
+def test_healthz_says_whether_redis_answers(client: AsgiClient, down_client: AsgiClient) -> None:
     up = client.get("/healthz")
     down = down_client.get("/healthz")
     assert (up.status_code, up.get_json()) == (200, {"redis": "ok"})
     assert down.status_code == 503
 
 
-def test_create_app_without_settings_reads_the_environment(
+def test_the_web_process_without_settings_reads_the_environment(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "from-the-environment")
     monkeypatch.setenv("REDIS_URL", redis_url)
-    client = create_app().test_client()
+    client = AsgiClient(create_asgi_app())
     body = webhooks.labeled()
     assert post(client, "issues", body)[0] == 401  # signed with the test secret, not this one
     assert post(client, "issues", body, secret="from-the-environment")[0] == 202
@@ -415,7 +453,7 @@ def _labeled_with(change: Callable[[dict[str, Any]], object]) -> bytes:
     ],
 )
 def test_junk_in_a_signed_payload_is_refused_naming_the_field(
-    client: FlaskClient,
+    client: AsgiClient,
     redis_conn: redis.Redis,
     change: Callable[[dict[str, Any]], object],
     field: str,
@@ -427,7 +465,7 @@ def test_junk_in_a_signed_payload_is_refused_naming_the_field(
 
 
 def test_a_push_naming_thousands_of_requirements_is_capped_and_says_so(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     files = [f"docs/requirements/REQ-{n:05d}.md" for n in range(65_536)]
     body = webhooks.push_of([(files, [], [])])
@@ -438,7 +476,7 @@ def test_a_push_naming_thousands_of_requirements_is_capped_and_says_so(
 
 
 def test_a_push_editing_a_running_requirement_says_it_runs_again_after(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     body = webhooks.push_of([(["docs/requirements/REQ-001-a.md"], [], [])])
     _, first = post(client, "push", body)
@@ -453,7 +491,7 @@ def test_a_push_editing_a_running_requirement_says_it_runs_again_after(
 
 
 def test_a_trigger_sent_by_a_repository_webhook_without_an_installation_is_refused_422(
-    client: FlaskClient, redis_conn: redis.Redis
+    client: AsgiClient, redis_conn: redis.Redis
 ) -> None:
     # GitHub's labeled example as a repository webhook sends it: no `installation` key.
     body = webhooks.example_bytes("issues", "labeled.payload.json").replace(

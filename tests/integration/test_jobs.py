@@ -20,13 +20,16 @@ from bot.jobs import run_requirement, runtime, scan_push
 from bot.jobs.job_class import ReqdriveJob
 from bot.ops.settings import load_settings
 from bot.requests import JobKind, RunRequest
-from bot.stores.runs import RERUN_KEY, RunRecord, RunRecords
-from bot.web.app import create_app
+from bot.stores.checkpoints import RedisCheckpointStore
+from bot.stores.deliveries import rerun_key
+from bot.stores.runs import RunRecord, RunRecords
+from bot.web.asgi import create_asgi_app
 from bot.web.enqueue import Enqueuer, job_id_for
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support import webhooks
+from tests.support.asgi_client import AsgiClient
 from tests.support.github_http import API, FakeGitHub, private_key_pem
-from worker.model.state import RedisCheckpointStore, StoryState
+from worker.model.state import StoryState
 from worker.run.pipeline import Pipeline
 
 REPO = "octo/demo"
@@ -398,14 +401,14 @@ def test_an_edit_pushed_while_the_run_runs_is_run_again_on_the_new_text(scene: S
         head_sha="edited",
     )
     # What intake stores when the edit arrives while the job above is running.
-    scene.conn.set(RERUN_KEY.format(job_id=job_id), json.dumps(newer.model_dump(mode="json")))
+    scene.conn.set(rerun_key(job_id), json.dumps(newer.model_dump(mode="json")))
 
     scene.work()
 
     record = scene.records().for_source(REPO, path)
     assert record is not None and record.text == "# REQ-001\nNew text.\n"
     assert len(gh.pulls_of(REPO)) == 1
-    assert scene.conn.get(RERUN_KEY.format(job_id=job_id)) is None
+    assert scene.conn.get(rerun_key(job_id)) is None
     # The old text's run stopped before its first story (the newer text was already waiting)
     # and ended neutral, superseded; the new text's run built the story.
     assert scene.project.calls() == ["plan 1", "plan 1", "US-001 1"]
@@ -610,7 +613,7 @@ def test_a_push_to_a_custom_requirements_folder_runs_what_is_in_it_and_nothing_e
     scene.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
     settings = load_settings(github_webhook_secret=webhooks.SECRET, redis_url=redis_url,
                              reqdrive_queue=QUEUE, reqdrive_app_slug="reqdrive")  # fmt: skip
-    web = create_app(settings).test_client()
+    web = AsgiClient(create_asgi_app(settings))
 
     answer = web.post("/webhook", data=body, headers=webhooks.headers("push", body))
     [scan] = scene.queue.get_jobs()

@@ -14,8 +14,9 @@ from rq.serializers import JSONSerializer
 
 from bot.ops.logs import configure_from, configure_logging
 from bot.ops.settings import load_settings
-from bot.web.app import create_app
+from bot.web.asgi import create_asgi_app
 from tests.support import webhooks
+from tests.support.asgi_client import AsgiClient
 
 LOGGER = "tests.integration.test_logs"
 
@@ -95,7 +96,7 @@ def test_the_intake_logs_one_queued_line_per_job_with_its_delivery(
 ) -> None:
     configure_logging("json", "INFO", captured)
     settings = load_settings(github_webhook_secret=webhooks.SECRET, redis_url=redis_url)
-    client = create_app(settings).test_client()
+    client = AsgiClient(create_asgi_app(settings))
     body = webhooks.labeled()
     delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
     response = client.post(
@@ -105,6 +106,21 @@ def test_the_intake_logs_one_queued_line_per_job_with_its_delivery(
     queued = [line for line in _lines(captured) if line["message"] == "job queued"]
     assert [line["job_id"] for line in queued] == response.get_json()["job_ids"]
     assert {line["delivery_id"] for line in queued} == {delivery}
+
+
+def test_a_body_refused_at_the_door_is_logged_with_its_answer(
+    captured: io.StringIO, redis_url: str
+) -> None:
+    configure_logging("json", "INFO", captured)
+    settings = load_settings(
+        github_webhook_secret=webhooks.SECRET, redis_url=redis_url, reqdrive_body_deadline_s=0.2
+    )
+    client = AsgiClient(create_asgi_app(settings))
+    body = webhooks.labeled()
+    response = client.post("/webhook", body, webhooks.headers("issues", body), ending="stall")
+    assert response.status_code == 408
+    [refused] = [line for line in _lines(captured) if line["message"] == "body refused"]
+    assert (refused["logger"], refused["status"], refused["held_bytes"]) == ("bot.web.asgi", 408, 0)
 
 
 def test_inside_a_job_every_line_names_the_job_and_its_delivery(

@@ -7,35 +7,36 @@ from pathlib import Path
 
 import pytest
 import redis
-from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.ops.metrics import DeliveryCounter, MeteredReporter, record_run
+from bot.ops.metrics import DeliveryCounter, MeteredReporter
 from bot.ops.settings import load_settings
-from bot.web.app import create_app
+from bot.stores.metrics import record_run
+from bot.web.asgi import create_asgi_app
 from tests.support import webhooks
+from tests.support.asgi_client import AsgiClient
 from tests.support.ports import closed_port
 from worker.model.state import AttemptOutcome, AttemptRecord, RunResult, RunStep, StoryRecord
 from worker.report.protocol import NullReporter
 
 
-def _client(redis_url: str) -> FlaskClient:
+def _client(redis_url: str) -> AsgiClient:
     settings = load_settings(github_webhook_secret=webhooks.SECRET, redis_url=redis_url)
-    return create_app(settings).test_client()
+    return AsgiClient(create_asgi_app(settings))
 
 
-def _samples(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def _samples(client: AsgiClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     response = client.get("/metrics")
     assert response.status_code == 200
     assert response.content_type.startswith("text/plain; version=0.0.4")
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(response.get_data(as_text=True))
+        for family in text_string_to_metric_families(response.text())
         for sample in family.samples
     }
 
 
-def _post(client: FlaskClient, event: str, body: bytes, secret: str = webhooks.SECRET) -> int:
+def _post(client: AsgiClient, event: str, body: bytes, secret: str = webhooks.SECRET) -> int:
     headers = webhooks.headers(event, body, secret=secret)
     return client.post("/webhook", data=body, headers=headers).status_code
 
@@ -169,7 +170,7 @@ def test_the_metrics_operations_md_documents_are_the_ones_served(redis_url: str)
     )
     client = _client(redis_url)
     assert _post(client, "issues", webhooks.labeled()) == 202  # one labelled sample
-    families = text_string_to_metric_families(client.get("/metrics").get_data(as_text=True))
+    families = text_string_to_metric_families(client.get("/metrics").text())
     served = {
         family.name + ("_total" if family.type == "counter" else ""): family for family in families
     }

@@ -16,14 +16,9 @@ import pytest
 import yaml
 
 from worker.exceptions import PrdError
-from worker.model.state import (
-    AttemptOutcome,
-    FileCheckpointStore,
-    RunResult,
-    StopReason,
-    StoryState,
-)
+from worker.model.state import AttemptOutcome, RunResult, StopReason, StoryState
 from worker.report.console import ConsoleReporter
+from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline, Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
+from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StopReason, StoryRecord, StoryState
-from worker.verdict.gates import GateResult, TestStatus
 from worker.verdict.judging import Verdict, baseline_changes, judge, readiness
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"

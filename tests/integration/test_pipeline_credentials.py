@@ -14,8 +14,8 @@ from tests.integration.test_pipeline import MakeProject, Project, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from tests.support.git_http import GitHttpServer
 from worker.git.runner import GitCredentials
-from worker.model.state import FileCheckpointStore
 from worker.report.console import ConsoleReporter
+from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline
 
 

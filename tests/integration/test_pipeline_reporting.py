@@ -11,7 +11,8 @@ import pytest
 from tests.integration.test_pipeline import MakeProject, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from worker.exceptions import PrdError
-from worker.model.state import AttemptRecord, FileCheckpointStore, RunResult, RunStep, StoryRecord
+from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
+from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline
 
 

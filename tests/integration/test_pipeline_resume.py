@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot.stores.checkpoints import RedisCheckpointStore
 from tests.integration.test_pipeline import (
     PYTEST,
     MakeProject,
@@ -27,15 +28,9 @@ from worker.agents.base import AgentCall, AgentOutcome, AgentSettings
 from worker.agents.command import CommandRunner
 from worker.confine.redact import Redactor
 from worker.exceptions import PreflightError, ResumeError, RunCancelled
-from worker.model.state import (
-    Checkpoint,
-    FileCheckpointStore,
-    RedisCheckpointStore,
-    RunResult,
-    StopReason,
-    StoryState,
-)
+from worker.model.state import Checkpoint, RunResult, StopReason, StoryState
 from worker.report.console import ConsoleReporter
+from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline
 
 BRANCH = "reqdrive/req-001-demo"

@@ -12,13 +12,13 @@ from rq.job import JobStatus
 from rq.registry import ScheduledJobRegistry, StartedJobRegistry
 
 from bot.jobs import runtime
-from bot.jobs.drive import LEGACY_LOCK_KEY, AlreadyRunning, Monitor, run_lock
-from bot.jobs.recovery import CLAIM_KEY, sweep
+from bot.jobs.drive import AlreadyRunning, Monitor, run_lock
+from bot.jobs.recovery import sweep
 from bot.ops.settings import load_settings
+from bot.stores.run_locks import CLAIM_KEY, LEGACY_LOCK_KEY, run_lock_key
 from bot.stores.runs import HEARTBEAT_KEY, RunRecord
 from tests.support.github_http import private_key_pem
 from worker.model.state import Checkpoint, RunStatus
-from worker.run.run_lock import run_lock_key
 
 
 def _runtime(redis_conn: redis.Redis, redis_url: str, **settings: object) -> runtime.Runtime:
@@ -141,7 +141,11 @@ def test_the_monitor_renews_the_lock_with_the_heartbeat_and_it_lapses_no_later(
         assert redis_conn.exists(key) and rt.records.alive(record.run_id)
         monitor.stopping.set()  # as a killed worker's monitor stops, without releasing
         monitor.join()
-        lock_ms = redis_conn.pttl(key)
-        heartbeat_ms = redis_conn.pttl(HEARTBEAT_KEY.format(run_id=record.run_id))
+        # Both read in one transaction: read one after the other, the second had a
+        # millisecond less to live than it had when the first was read.
+        pipe = redis_conn.pipeline(transaction=True)
+        pipe.pttl(key)
+        pipe.pttl(HEARTBEAT_KEY.format(run_id=record.run_id))
+        lock_ms, heartbeat_ms = pipe.execute()
         # When the sweeper finds the heartbeat gone, the resume it queues finds the lock free.
         assert 0 < lock_ms <= heartbeat_ms <= 3000

@@ -11,19 +11,19 @@ from bot.github.annotations import MAX_ANNOTATIONS
 from bot.github.auth import RUN_PERMISSIONS, AppAuth
 from bot.github.client import ClientSettings, GitHubApp
 from bot.github.reporter import GitHubReporter
+from bot.stores.checkpoints import RedisCheckpointStore
 from bot.stores.runs import RunRecord, RunRecords
 from tests.support.github_http import API, FakeGitHub, private_key_pem
+from worker.model.gates import FailureSite, GateResult, TestStatus
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
-    RedisCheckpointStore,
     RunResult,
     StopReason,
     StoryRecord,
     StoryState,
 )
 from worker.report.inert_text import ZWJ
-from worker.verdict.gates import FailureSite, GateResult, TestStatus
 
 REPO = "octo/demo"
 BASE, HEAD = "a" * 40, "b" * 40

@@ -13,13 +13,14 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from bot.stores.run_locks import RedisRunLock, run_lock_key
 from tests.integration.test_pipeline import MakeProject, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from worker.exceptions import PreflightError
-from worker.model.state import FileCheckpointStore, RunResult
+from worker.model.state import RunResult
 from worker.report.console import ConsoleReporter
+from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline
-from worker.run.run_lock import RedisRunLock, run_lock_key
 
 KEY = run_lock_key("Octo/App", "docs/requirements/REQ-001-demo.md")
 
@@ -77,7 +78,7 @@ def test_the_lock_of_a_holder_that_died_frees_after_its_timeout(
 ) -> None:
     code = (
         "import sys, os, signal, redis\n"
-        "from worker.run.run_lock import RedisRunLock\n"
+        "from bot.stores.run_locks import RedisRunLock\n"
         "lock = RedisRunLock(redis.Redis.from_url(sys.argv[1]), sys.argv[2], timeout_s=15.0)\n"
         "held = lock.held()\n"
         "held.__enter__()  # kept referenced: collecting it would release the lock\n"

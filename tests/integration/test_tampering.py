@@ -15,8 +15,8 @@ from tests.integration.test_pipeline_judging import (
     pr_body,
     run,
 )
+from worker.model.gates import GateSpec
 from worker.model.state import AttemptOutcome, StoryState
-from worker.verdict.gates import GateSpec
 from worker.verdict.tampering import changed_files, files_with_tests, gate_inputs, rewritten_tests
 
 PYPROJECT = (

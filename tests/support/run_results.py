@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from worker.model.gates import GateResult, TestStatus
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -10,7 +11,6 @@ from worker.model.state import (
     StoryRecord,
     StoryState,
 )
-from worker.verdict.gates import GateResult, TestStatus
 
 
 def gate(name: str, passed: bool, failed: list[str] | None = None) -> GateResult:

@@ -79,7 +79,7 @@ def headers(
 # Common variants, built from real examples.
 
 # What GitHub adds to every delivery it sends to an App (octokit's example of it); reqdrive
-# refuses triggers without it (bot/web/answers.py NO_INSTALLATION).
+# refuses triggers without it (bot/web/intake.py NO_INSTALLATION).
 INSTALLATION = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
 
 

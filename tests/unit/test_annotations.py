@@ -8,8 +8,8 @@ from bot.github.annotations import (
     left_out_note,
     story_failures,
 )
+from worker.model.gates import FailureSite, GateResult, TestStatus
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
-from worker.verdict.gates import FailureSite, GateResult, TestStatus
 
 
 def gate(

@@ -7,9 +7,9 @@ from pydantic import ValidationError
 
 from tests.support.run_results import result, story
 from worker.model.control_chars import escape_control, has_control
+from worker.model.gates import FailureSite
 from worker.model.state import StoryState
 from worker.report.pr_body import render_pr_body
-from worker.verdict.gates import FailureSite
 
 # An OSC title, a CSI clear screen in its 8-bit form, a bell, DEL and NEL (U+0085).
 HOSTILE = "a\x1b]0;owned\x07\x9b2J\x7f\x85b"

@@ -11,8 +11,8 @@ import yaml
 from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
 from bot.ops.cli import main
 from bot.ops.settings import Settings
+from worker.model.gates import GateSpec
 from worker.model.repo_config import AgentConfig, RepoConfig
-from worker.verdict.gates import GateSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()

@@ -15,9 +15,9 @@ from bot.github.client import (
     GitHubApp,
     GitHubUnavailable,
     RepoClient,
-    WriteBudget,
     fit_body,
 )
+from bot.stores.write_budget import WriteBudget
 from tests.support.github_http import API, FakeGitHub, private_key_pem
 
 REPO = "octo/demo"

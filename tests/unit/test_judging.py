@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
-from worker.verdict.gates import GateResult, TestStatus
 from worker.verdict.judging import (
     Verdict,
     fail_fast_on,

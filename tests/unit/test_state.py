@@ -9,11 +9,11 @@ from worker.model.prd import Prd, parse_prd
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
-    FileCheckpointStore,
     StoryRecord,
     StoryState,
     select_next_story,
 )
+from worker.run.checkpoint_file import FileCheckpointStore
 
 # Written by the code before the story record was built on the plan's story: the stored
 # PRD an untyped dict, each story's description and notes only there.

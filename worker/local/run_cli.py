@@ -40,10 +40,11 @@ from worker.git.runner import run_git
 from worker.model.prd import MAX_PRD_BYTES, Prd
 from worker.model.run_ids import check_run_id
 from worker.model.slugs import slugify
-from worker.model.state import FileCheckpointStore, RunResult, StopReason
+from worker.model.state import RunResult, StopReason
 from worker.report.console import ConsoleReporter
 from worker.report.protocol import Reporter
 from worker.report.story_states import count_stories
+from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline, Requirement, RunSpec
 from worker.run.run_folder import PRD_JSON
 

@@ -15,9 +15,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from worker.exceptions import RepoConfigError
 from worker.git.runner import run_git
+from worker.model.gates import UNSAFE_NAME_RE, GateSpec
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR
 from worker.model.validation import Problem, problems
-from worker.verdict.gates import UNSAFE_NAME_RE, GateSpec
 
 # Looked for in this order on the base commit; the first one found is the configuration.
 CONFIG_PATHS = (".github/reqdrive.yml", ".github/reqdrive.yaml", "reqdrive.json")

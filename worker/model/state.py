@@ -1,27 +1,18 @@
-"""Run state and checkpoints: what a run has done, saved after every story, in Redis or a file."""
+"""Run state and checkpoints: what a run has done and decided, saved after every story."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from collections.abc import Sequence
 from enum import StrEnum
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from worker.exceptions import ResumeError
+from worker.model.gates import GateResult
 from worker.model.prd import Prd, Story
-from worker.verdict.gates import GateResult
 
-if TYPE_CHECKING:
-    import redis
-
-CHECKPOINT_KEY = "reqdrive:checkpoint:{run_id}"
-CHECKPOINT_TTL_S = 30 * 24 * 3600  # a paused run can be resumed for a month
-CHECKPOINT_FILE = "checkpoint.json"
 FEEDBACK_CHARS = 12_000  # per failing gate, in the next attempt's prompt
 
 
@@ -253,61 +244,15 @@ def select_next_story(
 SETTLED_UNPASSED = (StoryState.FAILED, StoryState.UNVERIFIED, StoryState.NEEDS_REVIEW)
 
 
+# Here with the model, not beside either store: the engine saves through it and the App's
+# reporter reads through it, neither importing the machinery behind one store or the other.
 class CheckpointStore(Protocol):
-    """Where checkpoints live: Redis for the service, a file beside the run for local runs."""
+    """Where checkpoints live: a file beside the run for local runs
+    (worker/run/checkpoint_file.py), Redis for the App (bot/stores/checkpoints.py)."""
 
     def load(self, run_id: str) -> Checkpoint | None: ...
 
     def save(self, checkpoint: Checkpoint) -> None: ...
-
-
-class RedisCheckpointStore:
-    """Checkpoints in Redis, so a job retried on another machine finds them."""
-
-    def __init__(self, conn: redis.Redis, *, ttl_s: int = CHECKPOINT_TTL_S) -> None:
-        self._conn = conn
-        self._ttl_s = ttl_s
-
-    def load(self, run_id: str) -> Checkpoint | None:
-        raw = self._conn.get(CHECKPOINT_KEY.format(run_id=run_id))
-        return None if raw is None else Checkpoint.model_validate_json(raw)
-
-    def save(self, checkpoint: Checkpoint) -> None:
-        checkpoint.updated_at = time.time()
-        key = CHECKPOINT_KEY.format(run_id=checkpoint.run_id)
-        self._conn.set(key, checkpoint.model_dump_json(), ex=self._ttl_s)
-
-
-class FileCheckpointStore:
-    """Checkpoints as runs/<run-id>/checkpoint.json, replaced atomically so a kill mid-write
-    leaves the previous checkpoint intact."""
-
-    def __init__(self, runs_dir: Path) -> None:
-        self._runs_dir = runs_dir
-
-    def path(self, run_id: str) -> Path:
-        return self._runs_dir / run_id / CHECKPOINT_FILE
-
-    def load(self, run_id: str) -> Checkpoint | None:
-        path = self.path(run_id)
-        if not path.exists():
-            return None
-        return Checkpoint.model_validate_json(path.read_text())
-
-    def save(self, checkpoint: Checkpoint) -> None:
-        checkpoint.updated_at = time.time()
-        path = self.path(checkpoint.run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with tmp.open("w") as handle:
-                handle.write(checkpoint.model_dump_json(indent=2))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
 
 
 class RunResult(BaseModel):

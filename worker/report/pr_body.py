@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.model.control_chars import escape_control
+from worker.model.gates import GateResult
 from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState, TestCheck
 from worker.report.inert_text import neutralize
 from worker.report.story_states import STATE_ICONS, story_counts
-from worker.verdict.gates import GateResult
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
 

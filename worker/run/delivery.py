@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.model.gates import GateResult
 from worker.model.state import Checkpoint, RunResult, StopReason, StoryState
 from worker.report.pr_body import render_pr_body
 from worker.run.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
-from worker.verdict.gates import GateResult
 from worker.verdict.judging import (
     baseline_changes,
     final_failures,

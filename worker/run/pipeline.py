@@ -23,6 +23,7 @@ from worker.git.cache import RepositoryCache
 from worker.git.runner import CredentialsProvider, GitCredentials, head_sha, run_git
 from worker.git.scope import collect_changes, has_staged_changes, restore_tree
 from worker.git.worktree import Worktree
+from worker.model.gates import GateResult, GateSpec
 from worker.model.prd import Prd, Story, parse_prd
 from worker.model.repo_config import GatesMode, RepoConfig, read_repo_config
 from worker.model.run_ids import check_run_id
@@ -60,7 +61,7 @@ from worker.run.run_folder import (
     RunFolder,
 )
 from worker.run.run_lock import FileRunLock, RunLock
-from worker.verdict.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates
+from worker.verdict.gates import gate_environment, gate_specs, run_gates
 from worker.verdict.judging import (
     KEPT,
     MISSING,

@@ -11,11 +11,8 @@ import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
-
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from typing import NamedTuple
 
 from worker.confine.gate_homes import own_home
 from worker.confine.processes import run_process
@@ -23,12 +20,20 @@ from worker.confine.redact import Redactor, redact_file
 from worker.confine.safe_paths import LinkError, copy_out, unlink_under
 from worker.confine.sandbox import Sandbox
 from worker.model.control_chars import CONTROL_RE
+from worker.model.gates import (
+    SITE_MESSAGE_CHARS,
+    SITE_PATH_CHARS,
+    UNSAFE_NAME_RE,
+    FailureSite,
+    GateResult,
+    GateSpec,
+    TestStatus,
+)
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"
 # pytest reads extra options from here: the worker gets JUnit XML from any pytest a gate
 # runs without the repository changing its configuration.
 PYTEST_ADDOPTS = "PYTEST_ADDOPTS"
-UNSAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 FAILURE_CHARS = 4_000  # of one failed test's output, kept for the next attempt's prompt
 FAILURES_KEPT = 50  # failed tests whose output is kept per gate
 # pytest's default report format (xunit2) leaves out each test's file and line; xunit1 adds
@@ -43,112 +48,14 @@ PLACE_RE = re.compile(r"(?P<path>[^:]+\.[A-Za-z0-9_]{1,16}):(?P<line>[0-9]{1,7})
 LINE_RE = re.compile(r"[0-9]{1,7}")
 LOCATIONS_TRIED = 20  # places in one failure's output looked up in the worktree
 LOCATION_SCAN_CHARS = 20_000  # of one failure's output; the test's own frame comes first
-SITE_PATH_CHARS = 500
-SITE_MESSAGE_CHARS = 500
 # What a gate sees of the worker's environment: enough to find its tools, never a
 # credential (the agent's API key included: the checks do not need it).
 GATE_VARIABLES = frozenset({"PATH", "LANG", "TZ", "TERM"})
 GATE_PREFIXES = ("LC_",)
 
 
-class TestStatus(StrEnum):
-    """What one test id did in one gate run, from its JUnit report."""
-
-    __test__ = False  # a domain name, not a test class for pytest to collect
-
-    PASSED = "passed"
-    FAILED = "failed"  # a failure or an error (a collection error included)
-    SKIPPED = "skipped"
-
-
 # When a runner reports one id twice (parametrized names, retries), the worst result counts.
 _WORST_FIRST = (TestStatus.FAILED, TestStatus.SKIPPED, TestStatus.PASSED)
-
-
-class GateSpec(BaseModel):
-    """One check the worker runs in the worktree: a bash command with a timeout."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
-
-    name: str = Field(min_length=1)
-    command: str = Field(min_length=1)  # run with bash -c, in the worktree
-    timeout_s: float = Field(
-        default=900, gt=0, validation_alias=AliasChoices("timeout", "timeoutS", "timeout_s")
-    )
-    # Where per-test results come from: False (default) lets the worker ask pytest for them
-    # itself; True means the command writes JUnit XML to $REQDRIVE_JUNIT_XML; a path
-    # (relative to the worktree) is where the runner writes its own report.
-    junit: bool | str = False
-
-    @field_validator("junit")
-    @classmethod
-    def _report_inside_worktree(cls, value: bool | str) -> bool | str:
-        if isinstance(value, str):
-            path = PurePosixPath(value)
-            if not value.strip() or path.is_absolute() or ".." in path.parts:
-                raise ValueError("must be a path inside the repository, like reports/junit.xml")
-        return value
-
-
-class FailureSite(BaseModel):
-    """Where in the repository a failed test failed, and why in short (from its JUnit
-    report, which the agent's code writes: the path is checked again wherever one is loaded)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    path: str = Field(min_length=1, max_length=SITE_PATH_CHARS)  # relative to the repository
-    line: int = Field(ge=1)
-    message: str = Field(default="", max_length=SITE_MESSAGE_CHARS)  # redacted
-
-    @field_validator("path")
-    @classmethod
-    def _path_inside_repository(cls, value: str) -> str:
-        path = PurePosixPath(value)
-        if path.is_absolute() or {"..", ".git"} & set(path.parts) or CONTROL_RE.search(value):
-            raise ValueError("must be a file's path inside the repository")
-        return value
-
-
-class GateResult(BaseModel):
-    """What one gate did, as the run keeps it (plain JSON, so it survives a checkpoint);
-    `tests` is None when the gate gave no per-test results."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    command: str
-    passed: bool
-    exit_code: int | None
-    timed_out: bool
-    duration_s: float
-    output_tail: str = ""  # redacted
-    tests: dict[str, TestStatus] | None = None
-    failures: dict[str, str] = Field(default_factory=dict)  # failed test id -> its output
-    # failed test id -> where it failed, for the tests whose file and line are known
-    # (absent from checkpoints written before sites were kept).
-    failure_sites: dict[str, FailureSite] = Field(default_factory=dict)
-
-    @property
-    def failed_tests(self) -> list[str] | None:
-        """The failed test ids, sorted; None without per-test results."""
-        if self.tests is None:
-            return None
-        return sorted(t for t, status in self.tests.items() if status is TestStatus.FAILED)
-
-    def to_json(self) -> dict[str, Any]:
-        """The gate as <label>.gates.json shows it."""
-        return {
-            "name": self.name,
-            "command": self.command,
-            "passed": self.passed,
-            "exitCode": self.exit_code,
-            "timedOut": self.timed_out,
-            "durationS": round(self.duration_s, 3),
-            "outputTail": self.output_tail,
-            "failedTests": self.failed_tests,
-            "tests": self.tests,
-            "failureSites": {t: site.model_dump() for t, site in self.failure_sites.items()},
-        }
 
 
 def gate_environment(

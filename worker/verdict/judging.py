@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from worker.model.gates import GateResult, TestStatus
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -14,7 +15,6 @@ from worker.model.state import (
     StoryState,
     TestCheck,
 )
-from worker.verdict.gates import GateResult, TestStatus
 
 # Attempts whose commit stays on the branch.
 KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)

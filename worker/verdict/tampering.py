@@ -13,8 +13,8 @@ from pathlib import Path, PurePosixPath
 
 from worker.confine.safe_paths import LinkError, unlink_under
 from worker.git.runner import run_git
+from worker.model.gates import GateSpec
 from worker.model.repo_config import matches_any, read_file_at
-from worker.verdict.gates import GateSpec
 
 # Files that decide what a test run runs or how it reports, whatever the gate's command.
 GATE_CONFIG_GLOBS = (

@@ -35,9 +35,6 @@ from worker.confine.egress_rules import (
 LOG = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 30.0
-# How often the serving thread looks for shutdown: socketserver's default (0.5 s) would be
-# added to every agent call, which waits for the proxy to stop.
-POLL_S = 0.02
 COPY_CHUNK = 64 * 1024
 # Headers meant for the proxy or for this one connection, not for the API.
 HOP_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive"})
@@ -48,6 +45,7 @@ MAX_TARGET_CHARS = 200  # of an agent-chosen target quoted in the log
 MAX_CONNECTIONS = 64
 # Connections waiting to be accepted (socketserver's default, 5, would make a burst wait).
 ACCEPT_BACKLOG = 128
+ACCEPT_RETRY_S = 0.05  # after an accept that failed (no descriptor left) before trying again
 BUSY_READS = 4  # chunks of a turned-away request read before answering, at most
 BUSY_ANSWER = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -123,17 +121,14 @@ class EgressProxy:
         self._folder = Path(tempfile.mkdtemp(prefix="reqdrive-egress-"))  # mode 0700
         self.socket_path = self._folder / SOCKET_NAME
         self._server = _ProxyServer(str(self.socket_path), self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(POLL_S,), name="egress-proxy", daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.serve, name="egress-proxy", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def close(self) -> None:
         """Stop accepting, end every tunnel still open, remove the socket."""
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
         self._server.close_tunnels()
         self._thread.join()
         shutil.rmtree(self._folder, ignore_errors=True)
@@ -198,7 +193,29 @@ class _ProxyServer(socketserver.ThreadingUnixStreamServer):
         self.proxy = proxy
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         super().__init__(path, _ProxyHandler)
+
+    def serve(self) -> None:
+        """Accept until stop(). Not serve_forever: it polls for shutdown, and every agent call
+        would wait for its poll at the end (socketserver's default: half a second)."""
+        while not self._stopping.is_set():
+            try:
+                request, address = self.get_request()
+            except OSError:  # stopped; or out of descriptors for a moment
+                self._stopping.wait(ACCEPT_RETRY_S)
+                continue
+            try:
+                self.process_request(request, address)
+            except Exception:
+                self.handle_error(request, address)
+
+    def stop(self) -> None:
+        """End serve() at once: shutting the listening socket wakes its blocked accept."""
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)
+        self.server_close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Take a slot before making the connection's thread; with none left, refuse here, in
@@ -214,9 +231,10 @@ class _ProxyServer(socketserver.ThreadingUnixStreamServer):
             self.shutdown_request(request)
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection in its thread; its slot is free before it is closed."""
         try:
-            super().process_request_thread(request, client_address)
+            super().finish_request(request, client_address)
         finally:
             self.proxy.slots.release()
 

@@ -20,7 +20,14 @@ from tests.integration.test_sandbox_egress import http_server, probe_call, resul
 from worker.confine.egress import MAX_CONNECTIONS
 from worker.confine.processes import run_process
 from worker.confine.redact import Redactor
-from worker.confine.sandbox import RELAY_PORT, Sandbox, SandboxMode, SandboxNetwork, make_sandbox
+from worker.confine.sandbox import (
+    PROXY_SOCKET_INSIDE,
+    RELAY_PORT,
+    Sandbox,
+    SandboxMode,
+    SandboxNetwork,
+    make_sandbox,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -232,14 +239,18 @@ def test_a_check_reaches_its_own_loopback_not_the_workers(
     assert accepted == []
 
 
-# Opens many connections to the proxy and holds them, sending nothing; then reads what each
-# got: a 503 (turned away at once) or nothing yet (a slot, waiting for a request head).
+# Opens many connections to the proxy's socket, as the issue's attacker did, and holds them,
+# sending nothing; then reads what each got: a 503 (turned away at once) or nothing yet (a
+# slot, waiting for a request head).
 BURST = r"""#!/usr/bin/python3
-import os, socket, sys, time
+import socket, sys, time
 
-proxy = ("127.0.0.1", int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1]))
-held = [socket.create_connection(proxy, timeout=10) for _ in range(int(sys.argv[1]))]
-time.sleep(float(sys.argv[2]))
+held = []
+for _ in range(int(sys.argv[2])):
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(sys.argv[1])
+    held.append(sock)
+time.sleep(float(sys.argv[3]))
 turned_away = 0
 for sock in held:
     sock.setblocking(False)
@@ -249,7 +260,7 @@ for sock in held:
         pass
 print("turned away", turned_away, flush=True)
 """
-BURST_CONNECTIONS = 300  # under the relay's 1024 descriptors: it holds two per connection
+BURST_CONNECTIONS = 900  # under the 1,024 descriptors a process may hold by default
 
 
 @pytest.mark.parametrize("network", [SandboxNetwork.OPEN, SandboxNetwork.API])
@@ -274,7 +285,7 @@ def test_a_burst_of_idle_connections_makes_no_thread_past_the_proxys_slots(
         sampler.start()
         stack.callback(sampler.join)
         stack.callback(done.set)
-        args = [str(BURST_CONNECTIONS), "3"]
+        args = [str(PROXY_SOCKET_INSIDE), str(BURST_CONNECTIONS), "3"]
         log, outcome = probe_call(tmp_path, sandbox, BURST, args, api.url)
     assert outcome.exit_code == 0, outcome.result_text
     # A tunnel is two threads; the rest are the proxy's accepting thread and the call's own.

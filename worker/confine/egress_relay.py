@@ -47,7 +47,7 @@ def _relay(client: _socket.socket, socket_path: str) -> None:
         _thread.start_new_thread(_copy_back, (proxy, client, done))
         _copy(client, proxy)
         done.acquire()  # the way back has ended too
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no thread for the way back
         return
     finally:
         proxy.close()
@@ -59,7 +59,10 @@ def _serve(listener: _socket.socket, socket_path: str) -> None:
         # What socket.accept() wraps (typeshed leaves it out); the fd is close-on-exec.
         fd, _ = listener._accept()  # type: ignore[attr-defined]
         client = _socket.socket(listener.family, listener.type, fileno=fd)
-        _thread.start_new_thread(_relay, (client, socket_path))
+        try:
+            _thread.start_new_thread(_relay, (client, socket_path))
+        except RuntimeError:  # no thread left (the sandbox's pids limit): this one is dropped
+            client.close()
 
 
 def _listen(port: int) -> _socket.socket:

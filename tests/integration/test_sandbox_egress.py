@@ -4,6 +4,7 @@ try every other way out from inside the App's sandbox."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import threading
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from worker.agents.base import AgentCall, AgentSettings
+from worker.agents.base import AgentCall, AgentOutcome, AgentSettings
 from worker.agents.registry import make_runner
 from worker.confine.egress import url_endpoint
 from worker.confine.redact import Redactor
@@ -110,11 +111,14 @@ def limited() -> Sandbox:
     return sandbox
 
 
-def probe_call(tmp_path: Path, sandbox: Sandbox, api: str, other: str, redis_port: int) -> Path:
-    """Run PROBE through the command runner (as REQDRIVE_AGENT_COMMAND would); its log."""
+def probe_call(
+    tmp_path: Path, sandbox: Sandbox, script: str, args: list[str], api: str
+) -> tuple[Path, AgentOutcome]:
+    """Run script as the agent through the command runner (as REQDRIVE_AGENT_COMMAND would),
+    with `api` as its model's API; the call's log and outcome."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "attacker").write_text(PROBE)
+    (bin_dir / "attacker").write_text(script)
     (bin_dir / "attacker").chmod(0o755)
     worktree, home, handoff = tmp_path / "worktree", tmp_path / "home", tmp_path / "handoff"
     for folder in (worktree, home, handoff):
@@ -130,12 +134,11 @@ def probe_call(tmp_path: Path, sandbox: Sandbox, api: str, other: str, redis_por
         timeout_s=120,
         sandbox=sandbox.bind(writable=[home, handoff], readonly=[prompt]),
     )
-    settings = AgentSettings(runner="command", command=f"attacker {api} {other} {redis_port}")
+    settings = AgentSettings(runner="command", command=shlex.join(["attacker", *args]))
     source_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "ANTHROPIC_BASE_URL": api}
     runner = make_runner(settings, redactor=Redactor(), source_env=source_env)
     outcome = runner.run(call)
-    assert outcome.exit_code == 0, outcome.result_text
-    return call.log_path
+    return call.log_path, outcome
 
 
 def results(log: Path) -> dict[str, str]:
@@ -152,7 +155,9 @@ def test_an_agent_reaches_its_model_api_and_nothing_else(
 ) -> None:
     redis_port = urlsplit(redis_url).port or 6379
     with http_server("api") as api, http_server("other") as other:
-        log = probe_call(tmp_path, limited, api.url, other.url, redis_port)
+        args = [api.url, other.url, str(redis_port)]
+        log, outcome = probe_call(tmp_path, limited, PROBE, args, api.url)
+    assert outcome.exit_code == 0, outcome.result_text
 
     got = results(log)
     assert got["api"] == "api answered /v1/ping"
@@ -206,8 +211,11 @@ def test_checks_get_no_network_at_all(tmp_path: Path) -> None:
     assert api.paths == []
 
 
-def test_the_open_network_is_unchanged(tmp_path: Path) -> None:
-    """The default: no proxy, the host's network (a local server answers directly)."""
+def test_with_the_open_network_a_model_api_on_the_workers_loopback_is_reached_by_proxy(
+    tmp_path: Path,
+) -> None:
+    """The default: the sandbox's own namespace; its model's API (a local model server on the
+    worker's 127.0.0.1) is reached through the proxy, which allows it by name."""
     from worker.confine.processes import run_process
 
     sandbox = make_sandbox(SandboxMode.ON)
@@ -224,6 +232,7 @@ def test_the_open_network_is_unchanged(tmp_path: Path) -> None:
         )
     assert outcome.exit_code == 0, outcome.output_tail
     assert api.paths == ["/x"]
+    assert "--unshare-net" in sandbox.wrap(["true"], cwd=tmp_path, env={})[0]
 
 
 @pytest.mark.parametrize(

@@ -97,11 +97,27 @@ def test_a_limited_sandbox_starts_the_agent_behind_the_relay(tmp_path: Path) -> 
     assert after["HTTPS_PROXY"][0] == f"http://127.0.0.1:{RELAY_PORT}"
 
 
-def test_the_open_network_shares_the_hosts(tmp_path: Path) -> None:
-    argv, _ = (
-        Sandbox().allowing(["https://api.anthropic.com"]).wrap(["claude"], cwd=tmp_path, env={})
-    )
-    assert "--unshare-net" not in argv and "HTTPS_PROXY" not in argv
+@pytest.mark.parametrize("network", list(SandboxNetwork))
+def test_no_network_setting_shares_the_hosts(tmp_path: Path, network: SandboxNetwork) -> None:
+    sandbox = Sandbox(network=network).allowing(["https://api.anthropic.com"])
+    argv, _ = sandbox.wrap(["claude"], cwd=tmp_path, env={})
+    assert "--unshare-net" in argv
+
+
+def test_inside_loopback_is_the_sandboxs_own_unless_the_model_api_is_on_the_workers(
+    tmp_path: Path,
+) -> None:
+    """A server the tests start on 127.0.0.1 is reached directly (NO_PROXY); a local model
+    server on the worker's loopback only through the proxy (no NO_PROXY)."""
+    socket_path = tmp_path / "egress.sock"
+    env = {"NO_PROXY": "internal.example"}
+    public_api = Sandbox(proxy_socket=socket_path).allowing(["https://api.anthropic.com"])
+    local_api = Sandbox(proxy_socket=socket_path).allowing(["http://127.0.0.1:8080"])
+    argv, _ = public_api.wrap(["claude"], cwd=tmp_path, env=env)
+    after = {argv[i]: argv[i + 1] for i in range(len(argv) - 1)}
+    assert after["NO_PROXY"] == after["no_proxy"] == "localhost,127.0.0.1,::1"
+    argv, _ = local_api.wrap(["claude"], cwd=tmp_path, env=env)
+    assert "NO_PROXY" not in argv and "no_proxy" not in argv and "HTTPS_PROXY" in argv
 
 
 @contextmanager
@@ -170,8 +186,8 @@ def test_connect_anywhere_else_is_refused_and_said() -> None:
         answer = read_all(ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode()))
     assert answer.startswith(b"HTTP/1.1 403 Forbidden\r\n")
     expected = (
-        f"[reqdrive] egress refused: CONNECT 127.0.0.1:{port}: not the model's API "
-        "(allowed: api.anthropic.com:443)"
+        f"[reqdrive] egress refused: CONNECT 127.0.0.1:{port}: not the model's API or another "
+        "allowed endpoint (allowed: api.anthropic.com:443)"
     )
     assert lines == [expected]
     assert expected.encode() in answer
@@ -241,7 +257,7 @@ def test_closing_the_proxy_ends_open_tunnels_and_removes_its_socket() -> None:
 @pytest.mark.parametrize(
     ("env", "said"),
     [
-        ({"REQDRIVE_SANDBOX_NETWORK": "closed"}, "must be open or api, not 'closed'"),
+        ({"REQDRIVE_SANDBOX_NETWORK": "closed"}, "must be open, registries or api, not 'closed'"),
         ({"REQDRIVE_SANDBOX_API_HOSTS": "llm.internal"}, "not a host:port: 'llm.internal'"),
     ],
 )
@@ -284,9 +300,8 @@ def test_connections_past_the_limit_are_refused_and_the_tunnels_go_on() -> None:
                 tunnel.close()
             proxy.close()
     assert third.startswith(b"HTTP/1.1 503")
-    assert lines == [
-        f"[reqdrive] egress refused: CONNECT 127.0.0.1:{port}: more than 2 connections at once"
-    ]
+    # Turned away before its request is read: the line cannot name the target.
+    assert lines == ["[reqdrive] egress refused: a connection: more than 2 connections at once"]
 
 
 def test_a_client_that_sends_no_request_is_dropped_and_frees_its_slot() -> None:
@@ -306,11 +321,12 @@ def test_a_client_that_sends_no_request_is_dropped_and_frees_its_slot() -> None:
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-def test_a_worker_with_the_limit_says_so_at_start(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_worker_says_what_its_sandboxes_reach_at_start(caplog: pytest.LogCaptureFixture) -> None:
     from worker.confine.sandbox import SandboxMode, make_sandbox
 
     caplog.set_level("INFO", logger="worker.confine.sandbox")
     make_sandbox(SandboxMode.ON, network=SandboxNetwork.API, api_hosts=[("llm.internal", 1)])
-    [record] = [r for r in caplog.records if "model's API" in r.getMessage()]
+    [record] = [r for r in caplog.records if r.getMessage() == "sandbox network"]
     # The log call's `extra` fields become attributes LogRecord's type does not declare.
     assert record.more_api_hosts == ["llm.internal:1"]  # type: ignore[attr-defined]
+    assert record.reaches == "agent calls: the model's API only; checks: nothing"  # type: ignore[attr-defined]

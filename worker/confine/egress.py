@@ -1,12 +1,12 @@
-"""The egress proxy: a sandboxed agent's only way out, to its model's API and nowhere else.
+"""The egress proxy: a sandboxed agent's only way out, to the addresses its network setting allows.
 
-With `REQDRIVE_SANDBOX_NETWORK=api` the agent runs in a network namespace of its own (only
-loopback). A relay inside it (egress_relay.py) forwards 127.0.0.1:RELAY_PORT to a Unix
-socket bound in from here, where this proxy answers HTTP `CONNECT host:port` (HTTPS) and
-absolute-form requests (`POST http://host:port/...`, a plain-HTTP base URL such as a local
-model server) for the allowed endpoints only. Everything else is refused with a line in the
-call's log. Requests are parsed by the standard library's http.server; after the head, bytes
-are copied as they are.
+Every sandbox has a network namespace of its own (only loopback). A relay inside it
+(egress_relay.py) forwards 127.0.0.1:RELAY_PORT to a Unix socket bound in from here, where this
+proxy answers HTTP `CONNECT host:port` (HTTPS) and absolute-form requests (`POST
+http://host:port/...`). It connects to the call's named endpoints (the model's API, the
+registries preset, REQDRIVE_SANDBOX_API_HOSTS) and, with the `open` network, to any public
+address (egress_rules.py); everything else is refused with a line in the call's log. Requests
+are parsed by the standard library's http.server; after the head, bytes are copied as they are.
 """
 
 from __future__ import annotations
@@ -21,21 +21,36 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
+
+from worker.confine.egress_rules import (
+    Address,
+    Endpoint,
+    connect_first,
+    host_addresses,
+    public_targets,
+)
 
 LOG = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 30.0
-# How often the serving thread looks for shutdown: socketserver's default (0.5 s) would be
-# added to every agent call, which waits for the proxy to stop.
-POLL_S = 0.02
 COPY_CHUNK = 64 * 1024
 # Headers meant for the proxy or for this one connection, not for the API.
 HOP_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive"})
 MAX_TARGET_CHARS = 200  # of an agent-chosen target quoted in the log
-# Each connection is a thread of the worker: an agent opening thousands must not exhaust it.
-# A CLI keeps a handful open; past this many at once, new ones are refused (503).
+# Each connection is two threads of the worker (a tunnel copies both ways): an agent opening
+# thousands must not exhaust it. A CLI keeps a handful open; past this many at once, a new one
+# is answered 503 and closed by the accepting thread itself, before any thread is made for it.
 MAX_CONNECTIONS = 64
+# Connections waiting to be accepted (socketserver's default, 5, would make a burst wait).
+ACCEPT_BACKLOG = 128
+ACCEPT_RETRY_S = 0.05  # after an accept that failed (no descriptor left) before trying again
+BUSY_READS = 4  # chunks of a turned-away request read before answering, at most
+BUSY_ANSWER = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s\n"
+)
 # A client has this long to send its request head; an open tunnel has no idle limit (a model
 # may think for minutes before it streams).
 HEAD_TIMEOUT_S = 30.0
@@ -44,7 +59,6 @@ MAX_LOGGED_REFUSALS = 20
 SOCKET_NAME = "egress.sock"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
-Endpoint = tuple[str, int]  # (host in lower case, port)
 Report = Callable[[str], None]
 
 
@@ -80,18 +94,26 @@ def endpoint_text(value: Endpoint) -> str:
 
 
 class EgressProxy:
-    """The proxy for one agent call, on a Unix socket in a private folder of its own."""
+    """The proxy for one call, on a Unix socket in a private folder of its own.
+
+    `allowed` endpoints are connected to by name (the operator named them); with `public`,
+    any other name is resolved and connected to only at a public address (egress_rules.py).
+    """
 
     def __init__(
         self,
         allowed: Iterable[Endpoint],
         report: Report,
         *,
+        public: bool = False,
         max_connections: int = MAX_CONNECTIONS,
         head_timeout_s: float = HEAD_TIMEOUT_S,
     ) -> None:
         self.allowed = frozenset(allowed)
         self.report = report
+        self.public = public
+        # The host's own addresses, read once per call: refused even where they are public.
+        self.own: frozenset[Address] = host_addresses() if public else frozenset()
         self.max_connections = max_connections
         self.slots = threading.BoundedSemaphore(max_connections)
         self.head_timeout_s = head_timeout_s
@@ -99,26 +121,35 @@ class EgressProxy:
         self._folder = Path(tempfile.mkdtemp(prefix="reqdrive-egress-"))  # mode 0700
         self.socket_path = self._folder / SOCKET_NAME
         self._server = _ProxyServer(str(self.socket_path), self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(POLL_S,), name="egress-proxy", daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.serve, name="egress-proxy", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def close(self) -> None:
         """Stop accepting, end every tunnel still open, remove the socket."""
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
         self._server.close_tunnels()
         self._thread.join()
         shutil.rmtree(self._folder, ignore_errors=True)
 
-    def allows(self, target: Endpoint) -> bool:
-        return target in self.allowed
+    def connect(self, target: Endpoint) -> socket.socket | str:
+        """A connection to target, or why it is refused; OSError when it does not answer."""
+        if target in self.allowed:
+            return socket.create_connection(target, timeout=CONNECT_TIMEOUT_S)
+        if not self.public:
+            allowed = ", ".join(sorted(endpoint_text(e) for e in self.allowed))
+            return f"not the model's API or another allowed endpoint (allowed: {allowed})"
+        # Resolved once, here; the connection goes to the address judged, never to the name
+        # again (which a rebinding DNS server could answer differently the second time).
+        targets, why = public_targets(*target, self.own)
+        if not targets:
+            return f"not a public address: {why}"
+        return connect_first(targets, CONNECT_TIMEOUT_S)
 
     def refuse(self, method: str, target: str, why: str) -> str:
-        line = f"[reqdrive] egress refused: {method} {target[:MAX_TARGET_CHARS]}: {why}"
+        what = f"{method} {target[:MAX_TARGET_CHARS]}".rstrip()
+        line = f"[reqdrive] egress refused: {what}: {why}"
         self._refused += 1
         if self._refused <= MAX_LOGGED_REFUSALS:
             target = target[:MAX_TARGET_CHARS]
@@ -126,11 +157,26 @@ class EgressProxy:
         self.report(line)
         return line
 
+    def turn_away(self, request: socket.socket) -> None:
+        """A connection past the slots: answered 503 without waiting for its request, closed."""
+        why = f"more than {self.max_connections} connections at once"
+        line = self.refuse("a connection", "", why).encode()
+        with contextlib.suppress(OSError):  # a client that is gone, not reading or writing
+            # What it has sent is read (a Unix socket closed with unread bytes resets the
+            # answer), without waiting for more.
+            for _ in range(BUSY_READS):
+                if not request.recv(COPY_CHUNK, socket.MSG_DONTWAIT):
+                    break
+        with contextlib.suppress(OSError):
+            request.send(BUSY_ANSWER % (len(line) + 1, line), socket.MSG_DONTWAIT)
+
 
 @contextlib.contextmanager
-def egress_proxy(allowed: Iterable[Endpoint], report: Report) -> Iterator[EgressProxy]:
+def egress_proxy(
+    allowed: Iterable[Endpoint], report: Report, *, public: bool = False
+) -> Iterator[EgressProxy]:
     """A running proxy for the length of the block."""
-    proxy = EgressProxy(allowed, report)
+    proxy = EgressProxy(allowed, report, public=public)
     proxy.start()
     try:
         yield proxy
@@ -141,12 +187,56 @@ def egress_proxy(allowed: Iterable[Endpoint], report: Report) -> Iterator[Egress
 class _ProxyServer(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = ACCEPT_BACKLOG
 
     def __init__(self, path: str, proxy: EgressProxy) -> None:
         self.proxy = proxy
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         super().__init__(path, _ProxyHandler)
+
+    def serve(self) -> None:
+        """Accept until stop(). Not serve_forever: it polls for shutdown, and every agent call
+        would wait for its poll at the end (socketserver's default: half a second)."""
+        while not self._stopping.is_set():
+            try:
+                request, address = self.get_request()
+            except OSError:  # stopped; or out of descriptors for a moment
+                self._stopping.wait(ACCEPT_RETRY_S)
+                continue
+            try:
+                self.process_request(request, address)
+            except Exception:
+                self.handle_error(request, address)
+
+    def stop(self) -> None:
+        """End serve() at once: shutting the listening socket wakes its blocked accept."""
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)
+        self.server_close()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Take a slot before making the connection's thread; with none left, refuse here, in
+        the accepting thread, so idle connections cannot pile up threads in the worker."""
+        if not self.proxy.slots.acquire(blocking=False):
+            self.proxy.turn_away(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread could be made: the slot is not held by anyone
+            self.proxy.slots.release()
+            self.shutdown_request(request)
+            raise
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection in its thread; its slot is free before it is closed."""
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            self.proxy.slots.release()
 
     def track(self, *sockets: socket.socket) -> None:
         with self._lock:
@@ -173,27 +263,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # A head not sent within this time: closed, nothing answered, the slot freed.
         self.connection.settimeout(self.server.proxy.head_timeout_s)
-
-    def handle(self) -> None:
-        slots = self.server.proxy.slots
-        if not slots.acquire(blocking=False):
-            self._refuse_busy()
-            return
-        try:
-            super().handle()  # a head not sent within the timeout: closed, nothing answered
-        finally:
-            slots.release()
-
-    def _refuse_busy(self) -> None:
-        """Read the request head (closing on unread bytes would reset the answer), say 503."""
-        try:
-            self.raw_requestline = self.rfile.readline(65537)
-        except OSError:
-            return
-        if self.parse_request():  # else it has answered 400 itself
-            why = f"more than {self.server.proxy.max_connections} connections at once"
-            self._answer(503, self.server.proxy.refuse(self.command, self.path, why))
 
     def do_CONNECT(self) -> None:
         try:
@@ -243,15 +314,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         """A connection to an allowed target; None once the client has been told why not."""
         proxy = self.server.proxy
         shown = endpoint_text(target)
-        if not proxy.allows(target):
-            allowed = ", ".join(sorted(endpoint_text(e) for e in proxy.allowed))
-            why = f"not the model's API (allowed: {allowed})"
-            self._answer(403, proxy.refuse(self.command, shown, why))
-            return None
         try:
-            upstream = socket.create_connection(target, timeout=CONNECT_TIMEOUT_S)
+            upstream = proxy.connect(target)
         except OSError as error:
             self._answer(502, proxy.refuse(self.command, shown, f"cannot connect ({error})"))
+            return None
+        if isinstance(upstream, str):
+            self._answer(403, proxy.refuse(self.command, shown, upstream))
             return None
         upstream.settimeout(None)
         return upstream

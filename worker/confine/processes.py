@@ -81,7 +81,9 @@ def run_process(
         if sandbox is not None:
             if sandbox.limits_egress:
                 # The proxy's refusals go into this call's log, between the agent's lines.
-                proxy = stack.enter_context(egress_proxy(sandbox.api_hosts, pump.note))
+                proxy = stack.enter_context(
+                    egress_proxy(sandbox.api_hosts, pump.note, public=sandbox.reaches_public)
+                )
                 sandbox = replace(sandbox, proxy_socket=proxy.socket_path)
             command, child_env = sandbox.wrap(argv, cwd=cwd, env=child_env, keep=(MARK_VAR,))
         proc = subprocess.Popen(

@@ -13,7 +13,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from worker.confine import egress_relay
-from worker.confine.egress import Endpoint, endpoint, endpoint_text, url_endpoint
+from worker.confine.egress import endpoint, endpoint_text, url_endpoint
+from worker.confine.egress_rules import REGISTRY_ENDPOINTS, Endpoint, names_loopback
 from worker.exceptions import SandboxUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -68,14 +69,30 @@ RELAY_INSIDE = Path("/run/reqdrive/egress_relay.py")
 PROXY_SOCKET_INSIDE = Path("/run/reqdrive/egress.sock")
 RELAY_PORT = 3128
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
+# Inside, loopback is the sandbox's own (a server the tests start): reached directly, unless
+# the call's model API is on the worker's loopback, which only the proxy leads to.
+SANDBOX_LOOPBACK = "localhost,127.0.0.1,::1"
 
 
 class SandboxNetwork(StrEnum):
-    """REQDRIVE_SANDBOX_NETWORK: `open` shares the host's network; `api` lets an agent call
-    reach only its model's API (through the egress proxy) and the checks nothing at all."""
+    """REQDRIVE_SANDBOX_NETWORK. Every sandbox has a network namespace of its own; its one way
+    out is the egress proxy. `open`: agent calls and checks reach public addresses (never
+    the worker's host, loopback, private, link-local or metadata ones) and the model's API;
+    `registries`: agent calls reach their model's API and the package registries, checks the
+    registries; `api`: agent calls reach only their model's API, checks nothing at all."""
 
     OPEN = "open"
+    REGISTRIES = "registries"
     API = "api"
+
+
+# What each network setting lets through, as the worker logs it at start.
+NETWORK_REACHES = {
+    SandboxNetwork.OPEN: "agent calls and checks: public addresses and the model's API",
+    SandboxNetwork.REGISTRIES: "agent calls: the model's API and registries; checks: registries",
+    SandboxNetwork.API: "agent calls: the model's API only; checks: nothing",
+}
 
 
 class SandboxMode(StrEnum):
@@ -102,11 +119,11 @@ class Sandbox:
     shadows: tuple[tuple[Path, Path], ...] = ()
     bwrap: str = "bwrap"
     network: SandboxNetwork = SandboxNetwork.OPEN
-    # With the `api` network, REQDRIVE_SANDBOX_API_HOSTS: endpoints an agent call may reach
-    # besides its runner's API.
+    # REQDRIVE_SANDBOX_API_HOSTS: endpoints an agent call may reach besides its runner's API.
     more_api_hosts: tuple[Endpoint, ...] = ()
-    # The endpoints this call may reach: set for an agent call by its runner (`allowing`).
-    # Empty (a check's sandbox): no proxy, so with the `api` network no way out at all.
+    # The endpoints this call reaches by name: the registries preset (sandbox_for), and for an
+    # agent call its runner's API (`allowing`). Empty with the `api` network (a check's
+    # sandbox): no proxy, no way out at all.
     api_hosts: tuple[Endpoint, ...] = ()
     # The running egress proxy's socket for this call (egress.py): the agent then runs
     # behind the relay, with HTTPS_PROXY pointing at it.
@@ -136,8 +153,14 @@ class Sandbox:
 
     @property
     def limits_egress(self) -> bool:
-        """Whether a call in this sandbox needs the egress proxy started for it."""
-        return self.network is SandboxNetwork.API and bool(self.api_hosts)
+        """Whether a call in this sandbox needs the egress proxy started for it: always, but
+        for a check with the `api` network, which gets no way out at all."""
+        return self.network is not SandboxNetwork.API or bool(self.api_hosts)
+
+    @property
+    def reaches_public(self) -> bool:
+        """Whether the proxy connects to any public address, not only to `api_hosts`."""
+        return self.network is SandboxNetwork.OPEN
 
     def wrap(
         self,
@@ -181,8 +204,10 @@ class Sandbox:
         )
         proxy_url = f"http://127.0.0.1:{RELAY_PORT}"
         env = {**env, **dict.fromkeys(PROXY_VARIABLES, proxy_url)}
-        env.pop("NO_PROXY", None)
-        env.pop("no_proxy", None)
+        for name in NO_PROXY_VARIABLES:
+            env.pop(name, None)
+        if not any(names_loopback(host) for host, _ in self.api_hosts):
+            env.update(dict.fromkeys(NO_PROXY_VARIABLES, SANDBOX_LOOPBACK))
         relay_argv = [str(python), "-I", "-S", str(RELAY_INSIDE), str(RELAY_PORT)]
         return sandbox, [*relay_argv, str(PROXY_SOCKET_INSIDE), "--", *argv], env
 
@@ -209,8 +234,9 @@ class Sandbox:
         args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-        if self.network is SandboxNetwork.API:
-            args.append("--unshare-net")
+        # Never the host's network: its loopback (Redis, the worker's own services) and
+        # /proc/net's view of its sockets stay outside, whatever the network setting.
+        args.append("--unshare-net")
         return args
 
     def _call_mounts(self, cwd: Path) -> list[str]:
@@ -278,10 +304,13 @@ def sandbox_for(
     """The sandbox a setting asks for, None for off (unchecked: make_sandbox checks)."""
     if SandboxMode(mode) is SandboxMode.OFF:
         return None
+    network = SandboxNetwork(network)
+    preset = REGISTRY_ENDPOINTS if network is SandboxNetwork.REGISTRIES else ()
     return Sandbox(
         readonly=tuple(Path(p) for p in readonly),
-        network=SandboxNetwork(network),
+        network=network,
         more_api_hosts=tuple(api_hosts),
+        api_hosts=preset,
     )
 
 
@@ -308,12 +337,10 @@ def make_sandbox(
         raise SandboxUnavailable(f"no sandbox: {sandbox.bwrap} is not installed; {INSTALL_HINT}")
     sandbox = replace(sandbox, bwrap=found)
     sandbox.check()
-    if sandbox.network is SandboxNetwork.API:
-        more = [endpoint_text(e) for e in sandbox.more_api_hosts]
-        LOG.info(
-            "agent calls reach only their model's API, checks no network",
-            extra={"network": "api", "more_api_hosts": more},
-        )
+    more = [endpoint_text(e) for e in sandbox.more_api_hosts]
+    reaches = NETWORK_REACHES[sandbox.network]
+    extra = {"network": sandbox.network.value, "reaches": reaches, "more_api_hosts": more}
+    LOG.info("sandbox network", extra=extra)
     return sandbox
 
 

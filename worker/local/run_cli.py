@@ -287,7 +287,9 @@ def _sandbox(mode: str, env: dict[str, str]) -> Sandbox | None:
         raise PreflightError(f"REQDRIVE_SANDBOX must be on or off, not {mode!r}")
     network = (env.get("REQDRIVE_SANDBOX_NETWORK") or "open").strip().lower()
     if network not in {n.value for n in SandboxNetwork}:
-        raise PreflightError(f"REQDRIVE_SANDBOX_NETWORK must be open or api, not {network!r}")
+        raise PreflightError(
+            f"REQDRIVE_SANDBOX_NETWORK must be open, registries or api, not {network!r}"
+        )
     try:
         hosts = api_hosts(env.get("REQDRIVE_SANDBOX_API_HOSTS"))
     except ValueError as error:

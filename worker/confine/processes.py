@@ -21,6 +21,7 @@ from typing import IO
 import psutil
 
 from worker.confine.egress import egress_proxy
+from worker.confine.limits import call_limits
 from worker.confine.redact import LineRedactor, Redactor
 from worker.confine.sandbox import Sandbox
 
@@ -84,6 +85,8 @@ def run_process(
                 proxy = stack.enter_context(egress_proxy(sandbox.api_hosts, pump.note))
                 sandbox = replace(sandbox, proxy_socket=proxy.socket_path)
             command, child_env = sandbox.wrap(argv, cwd=cwd, env=child_env, keep=(MARK_VAR,))
+            # Outside bwrap: the limits hold for bwrap and everything the call starts in it.
+            command = [*stack.enter_context(call_limits(sandbox.limits)).prefix, *command]
         proc = subprocess.Popen(
             command,
             cwd=cwd,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from worker.confine import egress_relay
 from worker.confine.egress import Endpoint, endpoint, endpoint_text, url_endpoint
+from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.exceptions import SandboxUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -106,6 +107,8 @@ class Sandbox:
     # The running egress proxy's socket for this call (egress.py): the agent then runs
     # behind the relay, with HTTPS_PROXY pointing at it.
     proxy_socket: Path | None = None
+    # Processes, memory and file size of every call in it (worker/confine/limits.py).
+    limits: ResourceLimits = DEFAULT_LIMITS
     extra_args: tuple[str, ...] = field(default=())
 
     def bind(
@@ -268,6 +271,7 @@ def sandbox_for(
     *,
     network: SandboxNetwork | str = SandboxNetwork.OPEN,
     api_hosts: Iterable[Endpoint] = (),
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> Sandbox | None:
     """The sandbox a setting asks for, None for off (unchecked: make_sandbox checks)."""
     if SandboxMode(mode) is SandboxMode.OFF:
@@ -276,6 +280,7 @@ def sandbox_for(
         readonly=tuple(Path(p) for p in readonly),
         network=SandboxNetwork(network),
         more_api_hosts=tuple(api_hosts),
+        limits=limits,
     )
 
 
@@ -285,9 +290,10 @@ def make_sandbox(
     *,
     network: SandboxNetwork | str = SandboxNetwork.OPEN,
     api_hosts: Iterable[Endpoint] = (),
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> Sandbox | None:
     """The sandbox a setting asks for (None for off, said loudly), checked to work here."""
-    sandbox = sandbox_for(mode, readonly, network=network, api_hosts=api_hosts)
+    sandbox = sandbox_for(mode, readonly, network=network, api_hosts=api_hosts, limits=limits)
     if sandbox is None:
         LOG.warning(
             "agents run UNCONFINED: REQDRIVE_SANDBOX=off; an agent can read this process's "

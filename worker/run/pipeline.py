@@ -15,6 +15,7 @@ from typing import Any
 
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
+from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import Sandbox
 from worker.exceptions import PreflightError, RunCancelled
@@ -130,6 +131,8 @@ class RunSpec:
     gate_path: str | None = None
     # Where agent calls and gates run (REQDRIVE_SANDBOX); None runs them unconfined.
     sandbox: Sandbox | None = None
+    # Disk, report and scan limits of the run (the sandbox carries the per-call ones).
+    limits: ResourceLimits = DEFAULT_LIMITS
     # Stories to run again from the existing checkpoint (attempts reset, branch kept), and
     # whether every story that ended without passing is run again too.
     retry: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ import re
 import shutil
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.processes import run_process
 from worker.confine.redact import Redactor, redact_file
 from worker.confine.sandbox import Sandbox
@@ -28,6 +29,13 @@ PYTEST_ADDOPTS = "PYTEST_ADDOPTS"
 UNSAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 FAILURE_CHARS = 4_000  # of one failed test's output, kept for the next attempt's prompt
 FAILURES_KEPT = 50  # failed tests whose output is kept per gate
+# Of one failure's text, read before redacting and cutting to FAILURE_CHARS: a test may print
+# megabytes into its failure message.
+FAILURE_TEXT_CHARS = 256 * 1024
+MIB = 1024 * 1024
+# A JUnit report is read as a stream; these bound what one element may hold on to.
+MAX_REPORT_DEPTH = 32  # testsuites > testsuite > testcase > failure, and room for nesting
+MAX_CASE_ELEMENTS = 1_000  # elements inside one test case (failures, skips, outputs)
 # pytest's default report format (xunit2) leaves out each test's file and line; xunit1 adds
 # them, so a failing test can be shown on its line of the pull request.
 PYTEST_JUNIT_FAMILY = "-o junit_family=xunit1"
@@ -193,6 +201,7 @@ def run_gates(
     fail_fast: bool = True,
     cancel: threading.Event | None = None,
     sandbox: Sandbox | None = None,
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> list[GateResult]:
     """Run the gates and save <label>.gates.json and a log per gate in output_dir.
 
@@ -211,6 +220,7 @@ def run_gates(
             redactor=redactor,
             cancel=cancel,
             sandbox=sandbox,
+            limits=limits,
         )
 
     results: list[GateResult] = []
@@ -239,6 +249,7 @@ def run_gate(
     redactor: Redactor,
     cancel: threading.Event | None = None,
     sandbox: Sandbox | None = None,
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> GateResult:
     """Run one gate with bash in its own process group (in the sandbox, if given: it runs
     the agent's code); read the JUnit XML it leaves."""
@@ -276,12 +287,20 @@ def run_gate(
     # Looked at again: the gate ran the agent's code, which may have made a folder a link.
     if isinstance(spec.junit, str) and _inside(cwd, spec.junit) is None:
         report = None
-    if report is not None and report.is_file() and not report.is_symlink():
-        shutil.copyfile(report, junit_path)  # kept in the run folder; the worktree is reset
-    # The XML holds test ids and failure output: redacted on disk before it is read.
-    redact_file(junit_path, redactor)
-    tests, failures, sites, problem = read_junit(junit_path, cwd, redactor)
-    if problem and spec.junit is not False:  # asked for: its absence is worth saying
+    if report is not None and not (report.is_file() and not report.is_symlink()):
+        report = None
+    too_large = report_too_large(report or junit_path, limits)
+    if too_large is not None:  # neither copied, redacted nor read
+        junit_path.unlink(missing_ok=True)
+        tests, failures, sites, problem = JUnitReport(None, {}, {}, too_large)
+    else:
+        if report is not None:  # kept in the run folder; the worktree is reset
+            shutil.copyfile(report, junit_path)
+        # The XML holds test ids and failure output: redacted on disk before it is read.
+        redact_file(junit_path, redactor)
+        tests, failures, sites, problem = read_junit(junit_path, cwd, redactor, limits)
+    # Asked for, its absence is worth saying; and a report refused as too large always is.
+    if problem and (spec.junit is not False or "too large" in problem):
         output += f"\n[reqdrive] no per-test results: {problem}\n"
     return GateResult(
         name=spec.name,
@@ -319,43 +338,128 @@ class JUnitReport(NamedTuple):
 
 
 def read_junit(
-    path: Path, repository: Path | None = None, redactor: Redactor | None = None
+    path: Path,
+    repository: Path | None = None,
+    redactor: Redactor | None = None,
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> JUnitReport:
     """Each test id ("classname::name") with its status, failed tests' output and, given the
     worktree the tests ran in, where in it they failed. The file is redacted before it is
-    read; `redactor` redacts again what XML escapes (`&#x67;hp_…`) hid from that."""
+    read; `redactor` redacts again what XML escapes (`&#x67;hp_…`) hid from that.
+
+    Read as a stream, each test case dropped once counted: the agent's code writes the
+    report, and a million cases parsed whole would take the worker's memory. A report over
+    its size or test-case limit gives no per-test results ("too large")."""
     redact = redactor.redact if redactor is not None else str
+    too_large = report_too_large(path, limits)
+    if too_large is not None:
+        return JUnitReport(None, {}, {}, too_large)
     if not path.is_file():
         return JUnitReport(None, {}, {}, f"{path.name} was not written")
-    try:
-        # The XML comes from the repository's own test run on this machine; the expat bundled
-        # with Python 3.11 refuses entity-expansion bombs and ElementTree never fetches
-        # external entities, which is what defusedxml would add.
-        root = ET.parse(path).getroot()  # noqa: S314
-    except (ET.ParseError, OSError) as error:
-        return JUnitReport(None, {}, {}, f"{path.name} cannot be parsed: {error}")
-    if root.tag not in ("testsuites", "testsuite"):
-        return JUnitReport(None, {}, {}, f"{path.name} is not JUnit XML (root <{root.tag}>)")
-    # pytest numbers a test's `line` from 0; other writers (PHPUnit) from 1.
-    from_zero = any(suite.get("name") == "pytest" for suite in root.iter("testsuite"))
     tests: dict[str, TestStatus] = {}
     failures: dict[str, str] = {}
     sites: dict[str, FailureSite] = {}
-    for case in root.iter("testcase"):
-        test_id, status = _test_id(case), _status(case)
-        known = tests.get(test_id)
-        if known is None or _WORST_FIRST.index(status) < _WORST_FIRST.index(known):
-            tests[test_id] = status
-        if status is TestStatus.FAILED and len(failures) < FAILURES_KEPT:
-            # Redacted whole, then cut: a cut could leave half a secret no pattern knows.
-            failures[test_id] = redact(_failure_text(case))[-FAILURE_CHARS:]
-            site = _failure_site(case, repository, from_zero) if repository else None
-            if site is not None:
-                file, line = site
-                reason = _cut(redact(_short_reason(case)), SITE_MESSAGE_CHARS)
-                if redact(file) == file:  # a file named like a secret is not shown
-                    sites[test_id] = FailureSite(path=file, line=line, message=reason)
+    try:
+        for case, from_zero in _test_cases(path):
+            if len(tests) >= limits.report_cases and _test_id(case) not in tests:
+                return JUnitReport(None, {}, {}, _too_many_cases(path, limits))
+            _read_case(case, from_zero, tests, failures, sites, repository, redact)
+    except _Unreadable as error:
+        return JUnitReport(None, {}, {}, str(error))
+    except (ET.ParseError, OSError) as error:
+        return JUnitReport(None, {}, {}, f"{path.name} cannot be parsed: {error}")
     return JUnitReport(tests, failures, sites, None)
+
+
+def report_too_large(path: Path, limits: ResourceLimits) -> str | None:
+    """Why this report is refused unread ("too large: ..."), or None."""
+    try:
+        size = path.lstat().st_size
+    except OSError:
+        return None
+    if size <= limits.report_mib * MIB:
+        return None
+    return (
+        f"{path.name} is too large ({size} bytes; the limit is {limits.report_mib} MiB, "
+        f"set by REQDRIVE_REPORT_MAX_MIB): report too large, no per-test results"
+    )
+
+
+def _too_many_cases(path: Path, limits: ResourceLimits) -> str:
+    return (
+        f"{path.name} is too large (more than {limits.report_cases} test cases, the limit "
+        f"set by REQDRIVE_REPORT_MAX_CASES): report too large, no per-test results"
+    )
+
+
+class _Unreadable(Exception):
+    """Why a report gives no per-test results (the message), found while reading it."""
+
+
+def _test_cases(path: Path) -> Iterator[tuple[ET.Element, bool]]:
+    """Each complete <testcase>, and whether pytest wrote it (its `line` counts from 0).
+
+    What the caller has seen is dropped: an element is cleared and taken from its parent
+    when it ends, except inside a test case, which is kept (up to MAX_CASE_ELEMENTS
+    elements) until it ends. So the worker holds one case and the path to it, whatever the
+    report's size."""
+    # The XML comes from the repository's own test run on this machine; the expat bundled
+    # with Python 3.11 refuses entity-expansion bombs and ElementTree never fetches external
+    # entities, which is what defusedxml would add.
+    open_elements: list[ET.Element] = []
+    pytest_suites = 0
+    case_depth: int | None = None  # where in open_elements the case being read is
+    case_elements = 0
+    for event, element in ET.iterparse(path, events=("start", "end")):  # noqa: S314
+        if event == "start":
+            if not open_elements and element.tag not in ("testsuites", "testsuite"):
+                raise _Unreadable(f"{path.name} is not JUnit XML (root <{element.tag}>)")
+            if len(open_elements) >= MAX_REPORT_DEPTH:
+                raise _Unreadable(f"{path.name}: elements nested too deep; report too large")
+            if case_depth is None and element.tag == "testcase":
+                case_depth, case_elements = len(open_elements), 0
+            case_elements += 1
+            if case_depth is not None and case_elements > MAX_CASE_ELEMENTS:
+                raise _Unreadable(f"{path.name}: a test case too large; report too large")
+            open_elements.append(element)
+            pytest_suites += element.tag == "testsuite" and element.get("name") == "pytest"
+            continue
+        open_elements.pop()
+        pytest_suites -= element.tag == "testsuite" and element.get("name") == "pytest"
+        if case_depth is not None and len(open_elements) > case_depth:
+            continue  # part of the case being read
+        if case_depth is not None:
+            case_depth = None
+            yield element, pytest_suites > 0
+        if open_elements:
+            element.clear()
+            open_elements[-1].remove(element)
+
+
+def _read_case(
+    case: ET.Element,
+    from_zero: bool,
+    tests: dict[str, TestStatus],
+    failures: dict[str, str],
+    sites: dict[str, FailureSite],
+    repository: Path | None,
+    redact: Callable[[str], str],
+) -> None:
+    """Add one test case's status, and for the first failures their output and site."""
+    test_id, status = _test_id(case), _status(case)
+    known = tests.get(test_id)
+    if known is None or _WORST_FIRST.index(status) < _WORST_FIRST.index(known):
+        tests[test_id] = status
+    if status is not TestStatus.FAILED or len(failures) >= FAILURES_KEPT:
+        return
+    # Redacted whole, then cut: a cut could leave half a secret no pattern knows.
+    failures[test_id] = redact(_failure_text(case)[-FAILURE_TEXT_CHARS:])[-FAILURE_CHARS:]
+    site = _failure_site(case, repository, from_zero) if repository else None
+    if site is not None:
+        file, line = site
+        reason = _cut(redact(_short_reason(case)), SITE_MESSAGE_CHARS)
+        if redact(file) == file:  # a file named like a secret is not shown
+            sites[test_id] = FailureSite(path=file, line=line, message=reason)
 
 
 def _failure_site(case: ET.Element, repository: Path, from_zero: bool) -> tuple[str, int] | None:

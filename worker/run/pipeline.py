@@ -590,6 +590,7 @@ class Pipeline:
             fail_fast=fail_fast,
             cancel=self.cancel,
             sandbox=self._gate_confinement(),
+            limits=self.spec.limits,
         )
         self.cache.secure(self.worktree)  # the gates ran the agent's code
         # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.
@@ -677,7 +678,8 @@ class Pipeline:
             return AttemptRecord(
                 outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
             )
-        refused = SecretScanner(self.redactor).scan_change(self.worktree.path, pre)
+        scanner = SecretScanner(self.redactor, self.spec.limits.scan_deadline_s)
+        refused = scanner.scan_change(self.worktree.path, pre)
         if refused:
             self._restore_tree(pre)
             why = (

@@ -22,7 +22,7 @@ import psutil
 
 from worker.confine.egress import egress_proxy
 from worker.confine.limits import call_limits
-from worker.confine.redact import LineRedactor, Redactor
+from worker.confine.redact import LineRedactor, Redactor, Tail
 from worker.confine.sandbox import Sandbox
 
 LOG = logging.getLogger(__name__)
@@ -242,8 +242,11 @@ class _OutputPump:
         self._lock = threading.Lock()
         self._lines = lines
         self._log_room = max_log_bytes
-        self._tail: deque[str] = deque()
-        self._tail_chars = 0
+        self._tail = Tail(TAIL_CHARS)
+        # Past the log's limit: the last lines as read, redacted only when the tail is asked
+        # for, so a flood costs one plain scan per line instead of redacting every byte.
+        self._unread: deque[bytes] = deque()
+        self._unread_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="output-pump", daemon=True)
 
@@ -266,7 +269,11 @@ class _OutputPump:
             self._stream.close()
 
     def tail(self) -> str:
-        return "".join(self._tail)[-TAIL_CHARS:]
+        with self._lock:
+            while self._unread:
+                self._tail.add(self._lines.redact_line(_text(self._unread.popleft())))
+            self._unread_bytes = 0
+        return self._tail.text()
 
     def _run(self) -> None:
         pending = b""
@@ -298,15 +305,23 @@ class _OutputPump:
         return rest
 
     def _emit(self, raw: bytes) -> None:
-        text = self._lines.redact_line(raw.decode("utf-8", errors="replace"))
-        if self._log_room > 0:
-            self._log_room -= len(raw)
-            self._log.write(text)
-            if self._log_room <= 0:
-                self._log.write(
-                    "\n[reqdrive] the log ends here: output past its size limit is dropped\n"
-                )
-        self._tail.append(text)
-        self._tail_chars += len(text)
-        while self._tail_chars > TAIL_CHARS and len(self._tail) > 1:
-            self._tail_chars -= len(self._tail.popleft())
+        if self._log_room <= 0:
+            self._unread.append(raw)
+            self._unread_bytes += len(raw)
+            while self._unread_bytes - len(self._unread[0]) >= TAIL_CHARS:
+                dropped = self._unread.popleft()
+                self._unread_bytes -= len(dropped)
+                self._lines.skip_line(_text(dropped))  # a key block it opens stays hidden
+            return
+        text = self._lines.redact_line(_text(raw))
+        self._log_room -= len(raw)
+        self._log.write(text)
+        if self._log_room <= 0:
+            self._log.write(
+                "\n[reqdrive] the log ends here: output past its size limit is dropped\n"
+            )
+        self._tail.add(text)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")

@@ -9,12 +9,13 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
+from worker.confine.disk import check_free_space, empty_folders, over_quota
 from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import Sandbox
@@ -243,6 +244,7 @@ class Pipeline:
             raise
 
     def _run(self) -> RunResult:
+        check_free_space(self.spec.work_dir, self.spec.limits)
         self.worktree = self._workspace()
         self._configure()
         cp = self.cp
@@ -512,6 +514,11 @@ class Pipeline:
         )
         outcome = self.runner.run(call, cancel=self.cancel)
         self.cache.secure(self.worktree)  # before any git of ours reads what it may have planted
+        folders = (self.worktree.path, self.home, self.handoff, self.git_view)
+        if over := over_quota(folders, self.spec.limits):  # its files go; the attempt fails
+            restore_tree(self.worktree.path, cp.branch, cp.head_sha, ignored_too=True)
+            empty_folders(folders[1:])
+            outcome = replace(outcome, error=over)
         self.folder.sweep()
         cp.cost_usd += outcome.cost_usd or 0.0
         return outcome
@@ -650,6 +657,7 @@ class Pipeline:
         self.reporter.story_finished(record, attempt)
 
     def _attempt(self, record: StoryRecord, iteration: int, number: int) -> AttemptRecord:
+        check_free_space(self.spec.work_dir, self.spec.limits)
         cp = self.cp
         pre = cp.head_sha
         self._restore_tree(pre)

@@ -24,9 +24,12 @@ JOIN_SCRIPT = (
     'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; n=$((n-1)); done; '
     'exec "$@"'
 )
-# A call's cgroup is removed once its processes are gone; their exit may lag the kill a little.
-REMOVE_TRIES = 40
-REMOVE_PAUSE_S = 0.05
+# A call's cgroup is removed once its processes are gone: the sandbox's PID namespace is torn
+# down a moment after bwrap exits, so the first try usually fails. Pauses double from 1 ms
+# (each call would otherwise wait one long pause), up to about 2 s in all.
+REMOVE_TRIES = 16
+REMOVE_FIRST_PAUSE_S = 0.001
+REMOVE_MAX_PAUSE_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,7 @@ def _make_groups(mechanism: Mechanism, limits: ResourceLimits) -> list[Path]:
 
 
 def _remove_group(group: Path) -> None:
+    pause = REMOVE_FIRST_PAUSE_S
     for _ in range(REMOVE_TRIES):
         try:
             group.rmdir()
@@ -240,7 +244,8 @@ def _remove_group(group: Path) -> None:
         except FileNotFoundError:
             return
         except OSError:  # a process of the call still exiting
-            time.sleep(REMOVE_PAUSE_S)
+            time.sleep(pause)
+            pause = min(pause * 2, REMOVE_MAX_PAUSE_S)
     LOG.warning("a call's cgroup could not be removed", extra={"cgroup": str(group)})
 
 

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
 
-from worker.confine.limits import ResourceLimits, call_limits, limits_from, process_mechanism
+from worker.confine.limits import (
+    Mechanism,
+    ResourceLimits,
+    call_limits,
+    limits_from,
+    process_mechanism,
+)
 from worker.confine.processes import ProcessOutcome, run_process
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox, tool_paths
@@ -112,3 +119,23 @@ def test_limits_come_from_their_variables() -> None:
         limits_from({"REQDRIVE_LIMIT_MEMORY_MIB": "lots"})
     with pytest.raises(ValueError, match="REQDRIVE_DISK_QUOTA_MIB"):
         limits_from({"REQDRIVE_DISK_QUOTA_MIB": "0"})
+
+
+def test_where_no_cgroup_can_be_made_rlimits_bound_each_process(tmp_path: Path) -> None:
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        pytest.skip("prlimit (util-linux) not installed")
+    rlimits = Mechanism("rlimit", (), prlimit)
+    with call_limits(ResourceLimits(memory_mib=256, file_mib=1), mechanism=rlimits) as limits:
+        assert limits.mechanism == "rlimit"
+        hog = subprocess.run([*limits.prefix, PYTHON, "-c", MEMORY_HOG], capture_output=True)
+        big = tmp_path / "big"
+        writer = f"open({str(big)!r}, 'wb').write(b'x' * 2 * 1024 * 1024)"
+        writes = subprocess.run([*limits.prefix, PYTHON, "-c", writer], capture_output=True)
+    assert hog.returncode != 0 and b"MemoryError" in hog.stderr
+    assert writes.returncode != 0  # SIGXFSZ, or "File too large"
+    assert big.stat().st_size <= 1024 * 1024
+    # RLIMIT_NPROC is the uid's running tasks plus the allowance, so the uid's own processes
+    # never use up the call's share.
+    nproc = next(arg for arg in limits.prefix if arg.startswith("--nproc="))
+    assert int(nproc.removeprefix("--nproc=")) > 1024

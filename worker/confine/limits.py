@@ -98,12 +98,15 @@ class CallLimits:
 
 
 @contextlib.contextmanager
-def call_limits(limits: ResourceLimits, *, uid: int | None = None) -> Iterator[CallLimits]:
+def call_limits(
+    limits: ResourceLimits, *, uid: int | None = None, mechanism: Mechanism | None = None
+) -> Iterator[CallLimits]:
     """The limits of one call: in a cgroup of its own where the host lets the worker make one,
-    else rlimits. `uid` is the real uid the call's processes run as (the worker's by default):
-    RLIMIT_NPROC counts all of that uid's processes, so the call's allowance is added to what
-    the uid already runs; the limit bounds only the call's own forks, never the worker's."""
-    mechanism = process_mechanism()
+    else rlimits (`mechanism`: what process_mechanism found). `uid` is the real uid the
+    call's processes run as (the worker's by default): RLIMIT_NPROC counts all of that uid's
+    processes, so the call's allowance is added to what the uid already runs; the limit
+    bounds only the call's own forks, never the worker's."""
+    mechanism = mechanism or process_mechanism()
     file_limit = [f"--fsize={limits.file_mib * MIB}", "--core=0"]
     if mechanism.prlimit is None:
         yield CallLimits((), mechanism.name)

@@ -111,6 +111,24 @@ def test_a_calls_cgroup_is_removed_after_it(tmp_path: Path) -> None:
     assert not after - before
 
 
+def test_cgroups_a_killed_worker_left_are_removed_at_start() -> None:
+    mechanism = process_mechanism()
+    if not mechanism.parents:
+        pytest.skip(f"no cgroup here: limits by {mechanism.name}")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid now names no process: a worker killed mid-call
+    parent = mechanism.parents[0][1]
+    left = parent / f"reqdrive-{gone.pid}-0123456789ab"
+    left.mkdir()
+    try:
+        process_mechanism.cache_clear()
+        process_mechanism()
+        assert not left.exists()
+    finally:
+        if left.exists():
+            left.rmdir()
+
+
 def test_limits_come_from_their_variables() -> None:
     limits = limits_from({"REQDRIVE_LIMIT_PIDS": "64", "REQDRIVE_SCAN_DEADLINE_S": "2.5"})
     assert (limits.pids, limits.scan_deadline_s) == (64, 2.5)

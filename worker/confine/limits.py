@@ -9,7 +9,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -137,6 +137,7 @@ def process_mechanism() -> Mechanism:
     found = _cgroup_parents()
     if found is not None:
         name, parents = found
+        _remove_left_behind(folder for _, folder in parents)
         LOG.info("calls are bounded by a cgroup each", extra={"limits": name})
         return Mechanism(name, parents, prlimit)
     LOG.info(
@@ -236,6 +237,17 @@ def _make_groups(mechanism: Mechanism, limits: ResourceLimits) -> list[Path]:
             _remove_group(group)
         raise
     return groups
+
+
+def _remove_left_behind(folders: Iterable[Path]) -> None:
+    """Remove the empty cgroups of calls whose worker is gone (killed before it removed them);
+    one still holding a process stays."""
+    for folder in dict.fromkeys(folders):
+        for group in folder.glob("reqdrive-*"):
+            owner = group.name.split("-")[1]
+            if owner.isdigit() and not psutil.pid_exists(int(owner)):
+                with contextlib.suppress(OSError):
+                    group.rmdir()
 
 
 def _remove_group(group: Path) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from bot.exceptions import ConfigurationError
+from bot.ops.settings import load_settings
 from worker.confine.limits import (
     Mechanism,
     ResourceLimits,
@@ -157,3 +159,15 @@ def test_where_no_cgroup_can_be_made_rlimits_bound_each_process(tmp_path: Path) 
     # never use up the call's share.
     nproc = next(arg for arg in limits.prefix if arg.startswith("--nproc="))
     assert int(nproc.removeprefix("--nproc=")) > 1024
+
+
+def test_the_workers_settings_carry_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s3cret")
+    monkeypatch.setenv("REQDRIVE_LIMIT_PIDS", "64")
+    monkeypatch.setenv("REQDRIVE_REPORT_MAX_CASES", "500")
+    limits = load_settings().limits()
+    assert (limits.pids, limits.report_cases) == (64, 500)
+    assert limits.disk_quota_mib == ResourceLimits().disk_quota_mib
+    monkeypatch.setenv("REQDRIVE_LIMIT_MEMORY_MIB", "0")
+    with pytest.raises(ConfigurationError, match="REQDRIVE_LIMIT_MEMORY_MIB"):
+        load_settings()

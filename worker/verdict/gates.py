@@ -21,6 +21,7 @@ from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.processes import run_process
 from worker.confine.redact import Redactor, redact_file
 from worker.confine.sandbox import Sandbox
+from worker.verdict.junit_stream import Unreadable, report_too_large, streamed_cases, too_many_cases
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"
 # pytest reads extra options from here: the worker gets JUnit XML from any pytest a gate
@@ -32,10 +33,6 @@ FAILURES_KEPT = 50  # failed tests whose output is kept per gate
 # Of one failure's text, read before redacting and cutting to FAILURE_CHARS: a test may print
 # megabytes into its failure message.
 FAILURE_TEXT_CHARS = 256 * 1024
-MIB = 1024 * 1024
-# A JUnit report is read as a stream; these bound what one element may hold on to.
-MAX_REPORT_DEPTH = 32  # testsuites > testsuite > testcase > failure, and room for nesting
-MAX_CASE_ELEMENTS = 1_000  # elements inside one test case (failures, skips, outputs)
 # pytest's default report format (xunit2) leaves out each test's file and line; xunit1 adds
 # them, so a failing test can be shown on its line of the pull request.
 PYTEST_JUNIT_FAMILY = "-o junit_family=xunit1"
@@ -360,80 +357,15 @@ def read_junit(
     failures: dict[str, str] = {}
     sites: dict[str, FailureSite] = {}
     try:
-        for case, from_zero in _test_cases(path):
+        for case, from_zero in streamed_cases(path):
             if len(tests) >= limits.report_cases and _test_id(case) not in tests:
-                return JUnitReport(None, {}, {}, _too_many_cases(path, limits))
+                return JUnitReport(None, {}, {}, too_many_cases(path, limits))
             _read_case(case, from_zero, tests, failures, sites, repository, redact)
-    except _Unreadable as error:
+    except Unreadable as error:
         return JUnitReport(None, {}, {}, str(error))
     except (ET.ParseError, OSError) as error:
         return JUnitReport(None, {}, {}, f"{path.name} cannot be parsed: {error}")
     return JUnitReport(tests, failures, sites, None)
-
-
-def report_too_large(path: Path, limits: ResourceLimits) -> str | None:
-    """Why this report is refused unread ("too large: ..."), or None."""
-    try:
-        size = path.lstat().st_size
-    except OSError:
-        return None
-    if size <= limits.report_mib * MIB:
-        return None
-    return (
-        f"{path.name} is too large ({size} bytes; the limit is {limits.report_mib} MiB, "
-        f"set by REQDRIVE_REPORT_MAX_MIB): report too large, no per-test results"
-    )
-
-
-def _too_many_cases(path: Path, limits: ResourceLimits) -> str:
-    return (
-        f"{path.name} is too large (more than {limits.report_cases} test cases, the limit "
-        f"set by REQDRIVE_REPORT_MAX_CASES): report too large, no per-test results"
-    )
-
-
-class _Unreadable(Exception):
-    """Why a report gives no per-test results (the message), found while reading it."""
-
-
-def _test_cases(path: Path) -> Iterator[tuple[ET.Element, bool]]:
-    """Each complete <testcase>, and whether pytest wrote it (its `line` counts from 0).
-
-    What the caller has seen is dropped: an element is cleared and taken from its parent
-    when it ends, except inside a test case, which is kept (up to MAX_CASE_ELEMENTS
-    elements) until it ends. So the worker holds one case and the path to it, whatever the
-    report's size."""
-    # The XML comes from the repository's own test run on this machine; the expat bundled
-    # with Python 3.11 refuses entity-expansion bombs and ElementTree never fetches external
-    # entities, which is what defusedxml would add.
-    open_elements: list[ET.Element] = []
-    pytest_suites = 0
-    case_depth: int | None = None  # where in open_elements the case being read is
-    case_elements = 0
-    for event, element in ET.iterparse(path, events=("start", "end")):  # noqa: S314
-        if event == "start":
-            if not open_elements and element.tag not in ("testsuites", "testsuite"):
-                raise _Unreadable(f"{path.name} is not JUnit XML (root <{element.tag}>)")
-            if len(open_elements) >= MAX_REPORT_DEPTH:
-                raise _Unreadable(f"{path.name}: elements nested too deep; report too large")
-            if case_depth is None and element.tag == "testcase":
-                case_depth, case_elements = len(open_elements), 0
-            case_elements += 1
-            if case_depth is not None and case_elements > MAX_CASE_ELEMENTS:
-                raise _Unreadable(f"{path.name}: a test case too large; report too large")
-            open_elements.append(element)
-            pytest_suites += element.tag == "testsuite" and element.get("name") == "pytest"
-            continue
-        open_elements.pop()
-        pytest_suites -= element.tag == "testsuite" and element.get("name") == "pytest"
-        if case_depth is not None and len(open_elements) > case_depth:
-            continue  # part of the case being read
-        if case_depth is not None:
-            case_depth = None
-            yield element, pytest_suites > 0
-        if open_elements:
-            element.clear()
-            open_elements[-1].remove(element)
 
 
 def _read_case(

@@ -191,11 +191,13 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         gate_path=settings.reqdrive_gate_path,
         credentials=credentials,
         secrets=tuple(secrets),
+        limits=settings.limits(),
         sandbox=sandbox_for(
             settings.reqdrive_sandbox,
             readonly_paths(settings.reqdrive_sandbox_readonly),
             network=settings.reqdrive_sandbox_network,
             api_hosts=api_hosts(settings.reqdrive_sandbox_api_hosts),
+            limits=settings.limits(),
         ),
     )
 

@@ -255,17 +255,22 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _check_sandbox(settings: Settings) -> None:
     """Refuse to take jobs when agents could not be confined, unless the operator said off."""
+    from worker.confine.limits import process_mechanism
     from worker.confine.sandbox import api_hosts, make_sandbox, readonly_paths
     from worker.exceptions import SandboxUnavailable
 
     readonly = readonly_paths(settings.reqdrive_sandbox_readonly)
     hosts = api_hosts(settings.reqdrive_sandbox_api_hosts)
     network = settings.reqdrive_sandbox_network
+    limits = settings.limits()
     try:
         # off: logged as a warning there; the `api` network is checked too (--unshare-net)
-        make_sandbox(settings.reqdrive_sandbox, readonly, network=network, api_hosts=hosts)
+        make_sandbox(
+            settings.reqdrive_sandbox, readonly, network=network, api_hosts=hosts, limits=limits
+        )
     except SandboxUnavailable as error:
         raise ConfigurationError(f"reqdrive worker: {error}") from None
+    process_mechanism()  # logs, once, how this host bounds each call (cgroup or rlimits)
 
 
 def _replay(args: argparse.Namespace) -> int:

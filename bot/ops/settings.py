@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.exceptions import ConfigurationError
+from worker.confine.limits import DEFAULT_LIMITS, LIMIT_VARIABLES, ResourceLimits
 from worker.confine.sandbox import SandboxMode, SandboxNetwork, api_hosts
 from worker.model.validation import problems
 
@@ -69,6 +70,15 @@ class Settings(BaseSettings):
     # nothing; more host:port endpoints an agent call may reach, separated by commas.
     reqdrive_sandbox_network: SandboxNetwork = SandboxNetwork.OPEN
     reqdrive_sandbox_api_hosts: str = ""
+    # Bounds on every call and run (worker/confine/limits.py; docs/sandbox.md, "Limits").
+    reqdrive_limit_pids: int = Field(default=DEFAULT_LIMITS.pids, gt=0)
+    reqdrive_limit_memory_mib: int = Field(default=DEFAULT_LIMITS.memory_mib, gt=0)
+    reqdrive_limit_file_mib: int = Field(default=DEFAULT_LIMITS.file_mib, gt=0)
+    reqdrive_disk_free_mib: int = Field(default=DEFAULT_LIMITS.disk_free_mib, gt=0)
+    reqdrive_disk_quota_mib: int = Field(default=DEFAULT_LIMITS.disk_quota_mib, gt=0)
+    reqdrive_report_max_mib: int = Field(default=DEFAULT_LIMITS.report_mib, gt=0)
+    reqdrive_report_max_cases: int = Field(default=DEFAULT_LIMITS.report_cases, gt=0)
+    reqdrive_scan_deadline_s: float = Field(default=DEFAULT_LIMITS.scan_deadline_s, gt=0)
     # The GitHub client (bot/github/client.py): per-call timeout, and PyGithub's pacing of requests.
     reqdrive_github_timeout_s: float = Field(default=15.0, gt=0)
     reqdrive_github_request_interval_s: float = Field(default=0.25, ge=0)
@@ -120,6 +130,10 @@ class Settings(BaseSettings):
         if self.github_private_key is not None and self.github_private_key_path is not None:
             raise ValueError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
         return self
+
+    def limits(self) -> ResourceLimits:
+        """The engine's resource limits, as these settings set them."""
+        return ResourceLimits(**{k: getattr(self, v.lower()) for k, v in LIMIT_VARIABLES.items()})
 
     def private_key_pem(self) -> str | None:
         """The App's private key as PEM text, from the variable or the file it names."""

@@ -21,7 +21,8 @@ from typing import IO
 import psutil
 
 from worker.confine.egress import egress_proxy
-from worker.confine.redact import LineRedactor, Redactor
+from worker.confine.limits import call_limits
+from worker.confine.redact import LineRedactor, Redactor, Tail
 from worker.confine.sandbox import Sandbox
 
 LOG = logging.getLogger(__name__)
@@ -86,6 +87,8 @@ def run_process(
                 )
                 sandbox = replace(sandbox, proxy_socket=proxy.socket_path)
             command, child_env = sandbox.wrap(argv, cwd=cwd, env=child_env, keep=(MARK_VAR,))
+            # Outside bwrap: the limits hold for bwrap and everything the call starts in it.
+            command = [*stack.enter_context(call_limits(sandbox.limits)).prefix, *command]
         proc = subprocess.Popen(
             command,
             cwd=cwd,
@@ -241,8 +244,11 @@ class _OutputPump:
         self._lock = threading.Lock()
         self._lines = lines
         self._log_room = max_log_bytes
-        self._tail: deque[str] = deque()
-        self._tail_chars = 0
+        self._tail = Tail(TAIL_CHARS)
+        # Past the log's limit: the last lines as read, redacted only when the tail is asked
+        # for, so a flood costs one plain scan per line instead of redacting every byte.
+        self._unread: deque[bytes] = deque()
+        self._unread_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="output-pump", daemon=True)
 
@@ -265,7 +271,11 @@ class _OutputPump:
             self._stream.close()
 
     def tail(self) -> str:
-        return "".join(self._tail)[-TAIL_CHARS:]
+        with self._lock:
+            while self._unread:
+                self._tail.add(self._lines.redact_line(_text(self._unread.popleft())))
+            self._unread_bytes = 0
+        return self._tail.text()
 
     def _run(self) -> None:
         pending = b""
@@ -297,15 +307,23 @@ class _OutputPump:
         return rest
 
     def _emit(self, raw: bytes) -> None:
-        text = self._lines.redact_line(raw.decode("utf-8", errors="replace"))
-        if self._log_room > 0:
-            self._log_room -= len(raw)
-            self._log.write(text)
-            if self._log_room <= 0:
-                self._log.write(
-                    "\n[reqdrive] the log ends here: output past its size limit is dropped\n"
-                )
-        self._tail.append(text)
-        self._tail_chars += len(text)
-        while self._tail_chars > TAIL_CHARS and len(self._tail) > 1:
-            self._tail_chars -= len(self._tail.popleft())
+        if self._log_room <= 0:
+            self._unread.append(raw)
+            self._unread_bytes += len(raw)
+            while self._unread_bytes - len(self._unread[0]) >= TAIL_CHARS:
+                dropped = self._unread.popleft()
+                self._unread_bytes -= len(dropped)
+                self._lines.skip_line(_text(dropped))  # a key block it opens stays hidden
+            return
+        text = self._lines.redact_line(_text(raw))
+        self._log_room -= len(raw)
+        self._log.write(text)
+        if self._log_room <= 0:
+            self._log.write(
+                "\n[reqdrive] the log ends here: output past its size limit is dropped\n"
+            )
+        self._tail.add(text)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")

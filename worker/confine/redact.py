@@ -6,6 +6,7 @@ import os
 import re
 import stat
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -43,9 +44,10 @@ _PATTERNS = (
     r"B(?i:earer)\s+(?P<cut_bearer_upper>)[A-Za-z0-9._~+/=-]{8,}",
     # A password in a URL's userinfo (https://user:secret@host): git remotes carry tokens there.
     r"://[^/\s:@]+:(?P<cut_url>)[^/\s@]+(?=@)",
-    # A whole PEM private key block, whatever its algorithm.
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
 )
+# Whole PEM private key blocks are found apart from these patterns (_without_key_blocks): as
+# one more alternative, `BEGIN.*?END` tried from every BEGIN of a flood of them with no END
+# scans to the end of the text each time, quadratic in the output.
 _CUT_GROUPS = ("cut_aws", "cut_aws_upper", "cut_bearer", "cut_bearer_upper", "cut_url")
 
 PEM_BEGIN_RE = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
@@ -98,13 +100,28 @@ class Redactor:
 
     def redact(self, text: str) -> str:
         """Return text with every known secret shape and configured value replaced."""
-        return self._pattern.sub(_replace, text)
+        return self._pattern.sub(_replace, _without_key_blocks(text))
 
     def _compile(self) -> re.Pattern[str]:
         # Longest values first so a secret containing another is hidden whole.
         ordered = sorted(self._secrets, key=len, reverse=True)
         exact = [re.escape(s) if len(s) >= MIN_SECRET_LENGTH else _word(s).pattern for s in ordered]
         return re.compile("|".join([*exact, *_PATTERNS]), re.DOTALL)
+
+
+def _without_key_blocks(text: str) -> str:
+    """Each PEM private key block (BEGIN to the first END after it) replaced, in one pass: a
+    BEGIN with no END after it ends the search, since no later BEGIN has one either."""
+    if "-----BEGIN " not in text:
+        return text
+    parts, at = [], 0
+    while (begin := PEM_BEGIN_RE.search(text, at)) is not None:
+        end = PEM_END_RE.search(text, begin.end())
+        if end is None:
+            break
+        parts += [text[at : begin.start()], REDACTED]
+        at = end.end()
+    return "".join([*parts, text[at:]])
 
 
 def _word(secret: str) -> re.Pattern[str]:
@@ -136,7 +153,7 @@ class LineRedactor:
             if end is None:
                 return ""
             self._in_pem = False
-            return self._redactor.redact(line[end.end() :])
+            line = line[end.end() :]  # the rest may open another block
         redacted = self._redactor.redact(line)
         begin = PEM_BEGIN_RE.search(redacted)
         if begin is None:
@@ -145,6 +162,35 @@ class LineRedactor:
         # whose remainder (with its newline) ends the placeholder.
         self._in_pem = True
         return redacted[: begin.start()] + REDACTED
+
+    def skip_line(self, line: str) -> None:
+        """Follow a line that will not be shown: only whether it leaves a key block open,
+        found in one plain scan (a flood past the log's limit is not redacted line by line,
+        yet the lines shown after it must still hide the rest of a key)."""
+        at = 0
+        while True:
+            found = (PEM_END_RE if self._in_pem else PEM_BEGIN_RE).search(line, at)
+            if found is None:
+                return
+            self._in_pem, at = not self._in_pem, found.end()
+
+
+class Tail:
+    """The last `limit` characters of a stream of pieces, kept without copying it whole."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pieces: deque[str] = deque()
+        self._chars = 0
+
+    def add(self, piece: str) -> None:
+        self._pieces.append(piece)
+        self._chars += len(piece)
+        while self._chars - len(self._pieces[0]) >= self.limit and len(self._pieces) > 1:
+            self._chars -= len(self._pieces.popleft())
+
+    def text(self) -> str:
+        return "".join(self._pieces)[-self.limit :]
 
 
 # Files are redacted in chunks of this size, split at line ends, so a file of any size keeps
@@ -169,17 +215,17 @@ def redact_file(path: Path, redactor: Redactor) -> str | None:
         if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
             return None
         staged = path.with_name(f".{path.name}.{os.getpid()}.redacting")
-        changed, tail = False, ""
+        changed, tail = False, Tail(RETURNED_CHARS)
         with staged.open("w", encoding="utf-8", errors="surrogateescape") as target:
             for piece, clean in _redacted_pieces(source, LineRedactor(redactor)):
                 changed = changed or clean != piece
                 target.write(clean)
-                tail = (tail + clean)[-RETURNED_CHARS:]
+                tail.add(clean)  # (tail + clean)[-N:] copied N characters per line
     if changed:
         os.replace(staged, path)
     else:
         staged.unlink()
-    return tail
+    return tail.text()
 
 
 def _redacted_pieces(source: BinaryIO, lines: LineRedactor) -> Iterator[tuple[str, str]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from worker.confine import egress_relay
 from worker.confine.egress import endpoint, endpoint_text, url_endpoint
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS, Endpoint, names_loopback
+from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.exceptions import SandboxUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -128,6 +129,8 @@ class Sandbox:
     # The running egress proxy's socket for this call (egress.py): the agent then runs
     # behind the relay, with HTTPS_PROXY pointing at it.
     proxy_socket: Path | None = None
+    # Processes, memory and file size of every call in it (worker/confine/limits.py).
+    limits: ResourceLimits = DEFAULT_LIMITS
     extra_args: tuple[str, ...] = field(default=())
 
     def bind(
@@ -300,6 +303,7 @@ def sandbox_for(
     *,
     network: SandboxNetwork | str = SandboxNetwork.OPEN,
     api_hosts: Iterable[Endpoint] = (),
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> Sandbox | None:
     """The sandbox a setting asks for, None for off (unchecked: make_sandbox checks)."""
     if SandboxMode(mode) is SandboxMode.OFF:
@@ -311,6 +315,7 @@ def sandbox_for(
         network=network,
         more_api_hosts=tuple(api_hosts),
         api_hosts=preset,
+        limits=limits,
     )
 
 
@@ -320,9 +325,10 @@ def make_sandbox(
     *,
     network: SandboxNetwork | str = SandboxNetwork.OPEN,
     api_hosts: Iterable[Endpoint] = (),
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> Sandbox | None:
     """The sandbox a setting asks for (None for off, said loudly), checked to work here."""
-    sandbox = sandbox_for(mode, readonly, network=network, api_hosts=api_hosts)
+    sandbox = sandbox_for(mode, readonly, network=network, api_hosts=api_hosts, limits=limits)
     if sandbox is None:
         LOG.warning(
             "agents run UNCONFINED: REQDRIVE_SANDBOX=off; an agent can read this process's "

@@ -10,11 +10,12 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from pathlib import Path
 from types import FrameType
 
+from worker.confine.limits import ResourceLimits, limits_from
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import (
     Sandbox,
@@ -268,8 +269,16 @@ def _spec(args: argparse.Namespace, *, plan_only: bool = False) -> RunSpec:
         secrets=tuple(v for k, v in env.items() if SECRET_ENV_RE.search(k) and v),
         source_env=env,
         gate_path=args.gate_path or env.get("REQDRIVE_GATE_PATH") or None,
+        limits=_limits(env),
         sandbox=_sandbox(args.sandbox or env.get("REQDRIVE_SANDBOX") or "off", env),
     )
+
+
+def _limits(env: Mapping[str, str]) -> ResourceLimits:
+    try:
+        return limits_from(env)
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
 
 
 def _plan_text(path: Path | None) -> str | None:
@@ -295,7 +304,7 @@ def _sandbox(mode: str, env: dict[str, str]) -> Sandbox | None:
     except ValueError as error:
         raise PreflightError(f"REQDRIVE_SANDBOX_API_HOSTS: {error}") from None
     readonly = readonly_paths(env.get("REQDRIVE_SANDBOX_READONLY"))
-    sandbox = make_sandbox(mode, readonly, network=network, api_hosts=hosts)
+    sandbox = make_sandbox(mode, readonly, network=network, api_hosts=hosts, limits=_limits(env))
     if sandbox is None:
         print(
             "reqdrive run: the agent runs unconfined, with your permissions (--sandbox on "

@@ -8,12 +8,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
+from worker.confine.disk import check_free_space, empty_folders, over_quota
+from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.redact import Redactor
 from worker.confine.safe_paths import empty_folder
 from worker.confine.sandbox import Sandbox
@@ -128,6 +130,8 @@ class RunSpec:
     gate_path: str | None = None
     # Where agent calls and gates run (REQDRIVE_SANDBOX); None runs them unconfined.
     sandbox: Sandbox | None = None
+    # Disk, report and scan limits of the run (the sandbox carries the per-call ones).
+    limits: ResourceLimits = DEFAULT_LIMITS
     # Stories to run again from the existing checkpoint (attempts reset, branch kept), and
     # whether every story that ended without passing is run again too.
     retry: tuple[str, ...] = ()
@@ -242,6 +246,7 @@ class Pipeline:
             self.scratch.remove()
 
     def _run(self) -> RunResult:
+        check_free_space(self.spec.work_dir, self.spec.limits)
         self.worktree = self._workspace()
         self._configure()
         cp = self.cp
@@ -512,6 +517,11 @@ class Pipeline:
         outcome = self.runner.run(call, cancel=self.cancel)
         self._sweep_leftovers()
         self.cache.secure(self.worktree)  # before any git of ours reads what it may have planted
+        folders = (self.worktree.path, self.home, self.handoff, self.git_view)
+        if over := over_quota(folders, self.spec.limits):  # its files go; the attempt fails
+            restore_tree(self.worktree.path, cp.branch, cp.head_sha, ignored_too=True)
+            empty_folders(folders[1:])
+            outcome = replace(outcome, error=over)
         self.folder.sweep()
         cp.cost_usd += outcome.cost_usd or 0.0
         return outcome
@@ -582,6 +592,7 @@ class Pipeline:
             cancel=self.cancel,
             sandbox=self._gate_confinement(),
             homes=self.gate_home,
+            limits=self.spec.limits,
         )
         self._sweep_leftovers()
         self.cache.secure(self.worktree)  # the gates ran the agent's code
@@ -642,6 +653,7 @@ class Pipeline:
         self.reporter.story_finished(record, attempt)
 
     def _attempt(self, record: StoryRecord, iteration: int, number: int) -> AttemptRecord:
+        check_free_space(self.spec.work_dir, self.spec.limits)
         cp = self.cp
         pre = cp.head_sha
         self._restore_tree(pre)
@@ -670,7 +682,8 @@ class Pipeline:
             return AttemptRecord(
                 outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
             )
-        refused = SecretScanner(self.redactor).scan_change(self.worktree.path, pre)
+        scanner = SecretScanner(self.redactor, self.spec.limits.scan_deadline_s)
+        refused = scanner.scan_change(self.worktree.path, pre)
         if refused:
             self._restore_tree(pre)
             why = (

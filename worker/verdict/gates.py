@@ -9,12 +9,13 @@ import os
 import re
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from worker.confine.gate_homes import own_home
+from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.processes import run_process
 from worker.confine.redact import Redactor, redact_file
 from worker.confine.safe_paths import LinkError, copy_out, unlink_under
@@ -29,6 +30,7 @@ from worker.model.gates import (
     GateSpec,
     TestStatus,
 )
+from worker.verdict.junit_stream import Unreadable, report_too_large, streamed_cases, too_many_cases
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"
 # pytest reads extra options from here: the worker gets JUnit XML from any pytest a gate
@@ -36,6 +38,9 @@ JUNIT_VAR = "REQDRIVE_JUNIT_XML"
 PYTEST_ADDOPTS = "PYTEST_ADDOPTS"
 FAILURE_CHARS = 4_000  # of one failed test's output, kept for the next attempt's prompt
 FAILURES_KEPT = 50  # failed tests whose output is kept per gate
+# Of one failure's text, read before redacting and cutting to FAILURE_CHARS: a test may print
+# megabytes into its failure message.
+FAILURE_TEXT_CHARS = 256 * 1024
 # pytest's default report format (xunit2) leaves out each test's file and line; xunit1 adds
 # them, so a failing test can be shown on its line of the pull request.
 PYTEST_JUNIT_FAMILY = "-o junit_family=xunit1"
@@ -103,6 +108,7 @@ def run_gates(
     cancel: threading.Event | None = None,
     sandbox: Sandbox | None = None,
     homes: Path | None = None,
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> list[GateResult]:
     """Run the gates and save <label>.gates.json and a log per gate in output_dir.
 
@@ -123,6 +129,7 @@ def run_gates(
                 redactor=redactor,
                 cancel=cancel,
                 sandbox=gate_sandbox,
+                limits=limits,
             )
 
     results: list[GateResult] = []
@@ -151,6 +158,7 @@ def run_gate(
     redactor: Redactor,
     cancel: threading.Event | None = None,
     sandbox: Sandbox | None = None,
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> GateResult:
     """Run one gate with bash in its own process group (in the sandbox, if given: it runs
     the agent's code); read the JUnit XML it leaves."""
@@ -191,10 +199,16 @@ def run_gate(
     output = process.output_tail
     if report is not None:  # kept in the run folder; the worktree is reset
         copy_out(*report, junit_path)
-    # The XML holds test ids and failure output: redacted on disk before it is read.
-    redact_file(junit_path, redactor)
-    tests, failures, sites, problem = read_junit(junit_path, cwd, redactor)
-    if problem and spec.junit is not False:  # asked for: its absence is worth saying
+    too_large = report_too_large(junit_path, limits)
+    if too_large is not None:  # neither redacted nor read
+        junit_path.unlink(missing_ok=True)
+        tests, failures, sites, problem = JUnitReport(None, {}, {}, too_large)
+    else:
+        # The XML holds test ids and failure output: redacted on disk before it is read.
+        redact_file(junit_path, redactor)
+        tests, failures, sites, problem = read_junit(junit_path, cwd, redactor, limits)
+    # Asked for, its absence is worth saying; and a report refused as too large always is.
+    if problem and (spec.junit is not False or "too large" in problem):
         output += f"\n[reqdrive] no per-test results: {problem}\n"
     return GateResult(
         name=spec.name,
@@ -228,43 +242,63 @@ class JUnitReport(NamedTuple):
 
 
 def read_junit(
-    path: Path, repository: Path | None = None, redactor: Redactor | None = None
+    path: Path,
+    repository: Path | None = None,
+    redactor: Redactor | None = None,
+    limits: ResourceLimits = DEFAULT_LIMITS,
 ) -> JUnitReport:
     """Each test id ("classname::name") with its status, failed tests' output and, given the
     worktree the tests ran in, where in it they failed. The file is redacted before it is
-    read; `redactor` redacts again what XML escapes (`&#x67;hp_…`) hid from that."""
+    read; `redactor` redacts again what XML escapes (`&#x67;hp_…`) hid from that.
+
+    Read as a stream, each test case dropped once counted: the agent's code writes the
+    report, and a million cases parsed whole would take the worker's memory. A report over
+    its size or test-case limit gives no per-test results ("too large")."""
     redact = redactor.redact if redactor is not None else str
+    too_large = report_too_large(path, limits)
+    if too_large is not None:
+        return JUnitReport(None, {}, {}, too_large)
     if not path.is_file():
         return JUnitReport(None, {}, {}, f"{path.name} was not written")
-    try:
-        # The XML comes from the repository's own test run on this machine; the expat bundled
-        # with Python 3.11 refuses entity-expansion bombs and ElementTree never fetches
-        # external entities, which is what defusedxml would add.
-        root = ET.parse(path).getroot()  # noqa: S314
-    except (ET.ParseError, OSError) as error:
-        return JUnitReport(None, {}, {}, f"{path.name} cannot be parsed: {error}")
-    if root.tag not in ("testsuites", "testsuite"):
-        return JUnitReport(None, {}, {}, f"{path.name} is not JUnit XML (root <{root.tag}>)")
-    # pytest numbers a test's `line` from 0; other writers (PHPUnit) from 1.
-    from_zero = any(suite.get("name") == "pytest" for suite in root.iter("testsuite"))
     tests: dict[str, TestStatus] = {}
     failures: dict[str, str] = {}
     sites: dict[str, FailureSite] = {}
-    for case in root.iter("testcase"):
-        test_id, status = _test_id(case), _status(case)
-        known = tests.get(test_id)
-        if known is None or _WORST_FIRST.index(status) < _WORST_FIRST.index(known):
-            tests[test_id] = status
-        if status is TestStatus.FAILED and len(failures) < FAILURES_KEPT:
-            # Redacted whole, then cut: a cut could leave half a secret no pattern knows.
-            failures[test_id] = redact(_failure_text(case))[-FAILURE_CHARS:]
-            site = _failure_site(case, repository, from_zero) if repository else None
-            if site is not None:
-                file, line = site
-                reason = _cut(redact(_short_reason(case)), SITE_MESSAGE_CHARS)
-                if redact(file) == file:  # a file named like a secret is not shown
-                    sites[test_id] = FailureSite(path=file, line=line, message=reason)
+    try:
+        for case, from_zero in streamed_cases(path):
+            if len(tests) >= limits.report_cases and _test_id(case) not in tests:
+                return JUnitReport(None, {}, {}, too_many_cases(path, limits))
+            _read_case(case, from_zero, tests, failures, sites, repository, redact)
+    except Unreadable as error:
+        return JUnitReport(None, {}, {}, str(error))
+    except (ET.ParseError, OSError) as error:
+        return JUnitReport(None, {}, {}, f"{path.name} cannot be parsed: {error}")
     return JUnitReport(tests, failures, sites, None)
+
+
+def _read_case(
+    case: ET.Element,
+    from_zero: bool,
+    tests: dict[str, TestStatus],
+    failures: dict[str, str],
+    sites: dict[str, FailureSite],
+    repository: Path | None,
+    redact: Callable[[str], str],
+) -> None:
+    """Add one test case's status, and for the first failures their output and site."""
+    test_id, status = _test_id(case), _status(case)
+    known = tests.get(test_id)
+    if known is None or _WORST_FIRST.index(status) < _WORST_FIRST.index(known):
+        tests[test_id] = status
+    if status is not TestStatus.FAILED or len(failures) >= FAILURES_KEPT:
+        return
+    # Redacted whole, then cut: a cut could leave half a secret no pattern knows.
+    failures[test_id] = redact(_failure_text(case)[-FAILURE_TEXT_CHARS:])[-FAILURE_CHARS:]
+    site = _failure_site(case, repository, from_zero) if repository else None
+    if site is not None:
+        file, line = site
+        reason = _cut(redact(_short_reason(case)), SITE_MESSAGE_CHARS)
+        if redact(file) == file:  # a file named like a secret is not shown
+            sites[test_id] = FailureSite(path=file, line=line, message=reason)
 
 
 def _failure_site(case: ET.Element, repository: Path, from_zero: bool) -> tuple[str, int] | None:

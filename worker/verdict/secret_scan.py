@@ -7,14 +7,17 @@ import bz2
 import io
 import lzma
 import re
+import time
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker.confine.limits import DEFAULT_LIMITS
 from worker.confine.redact import MIN_SECRET_LENGTH, Redactor
+from worker.exceptions import GitError
 from worker.git.runner import run_git
 from worker.verdict.packed_formats import UnscannableStream, packed_streams
 
@@ -30,6 +33,13 @@ UNPACKERS: dict[bytes, Callable[[], Decompressor]] = {
     b"\xfd7zXZ\x00": lzma.LZMADecompressor,
 }
 ZIP_MAGIC = b"PK\x03\x04"
+# Blobs read by one `git show`: one process per batch instead of three per file.
+BATCH_BLOBS = 1000
+BATCH_BYTES = 16 * 1024 * 1024
+
+
+class ScanDeadline(Exception):
+    """The scan ran past its deadline: the change is refused unscanned."""
 
 
 class Decompressor(Protocol):
@@ -71,8 +81,11 @@ def needles(secret: str) -> dict[bytes, str]:
 class SecretScanner:
     """Looks for every configured secret, in every encoding, in the files a change adds."""
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(
+        self, redactor: Redactor, deadline_s: float = DEFAULT_LIMITS.scan_deadline_s
+    ) -> None:
         self.redactor = redactor
+        self.deadline_s = deadline_s
         self._needles: dict[bytes, str] = {}
         # Short values match only as whole words, unencoded (see redact.MIN_SECRET_LENGTH).
         self._short: list[re.Pattern[bytes]] = []
@@ -85,30 +98,83 @@ class SecretScanner:
 
     def scan_change(self, cwd: Path, pre: str) -> list[Finding]:
         """Findings for the staged change on top of `pre`: names, then contents as stored
-        (not through a repository's filters or textconv)."""
-        names = run_git(["diff", "--cached", "--name-only", "--no-renames", "-z", pre], cwd=cwd)
-        findings = []
-        for name in (n for n in names.split("\0") if n):
+        (not through a repository's filters or textconv); past the scan's deadline, one
+        finding refusing the whole change: it is never passed unscanned."""
+        try:
+            return self._scan_change(cwd, pre, time.monotonic() + self.deadline_s)
+        except ScanDeadline:
+            why = (
+                f"could not be scanned in time (the limit is {self.deadline_s:g}s, set by "
+                "REQDRIVE_SCAN_DEADLINE_S)"
+            )
+            return [Finding("the change", why)]
+
+    def _scan_change(self, cwd: Path, pre: str, deadline: float) -> list[Finding]:
+        """A handful of git processes whatever the number of files: the list of names, the
+        staged tree with each blob's size, then the blobs a batch at a time."""
+        listed = ["diff", "--cached", "--name-only", "--no-renames", "-z", pre]
+        names = [n for n in self._git(listed, cwd, deadline).split("\0") if n]
+        staged = self._staged_blobs(cwd, deadline)
+        findings: list[Finding] = []
+        wanted: dict[str, list[str]] = {}  # blob -> the added names holding it
+        sizes: dict[str, int] = {}
+        for name in names:
             shown = self.redactor.redact(name)
             if self.redactor.secrets_in(name):
                 findings.append(Finding(shown, "its name holds a secret"))
-                continue
-            problem = self._scan_staged(cwd, name)
-            if problem:
-                findings.append(Finding(shown, problem))
+            elif name in staged:  # absent: deleted, or a submodule commit (no content here)
+                sha, size = staged[name]
+                if size > MAX_SCAN_BYTES:
+                    why = f"too large to scan ({size} bytes; the limit is {MAX_SCAN_BYTES})"
+                    findings.append(Finding(shown, why))
+                else:
+                    wanted.setdefault(sha, []).append(name)
+                    sizes[sha] = size
+        for batch in _batches(sizes):
+            for sha, data in zip(batch, self._blobs(cwd, batch, sizes, deadline), strict=True):
+                problem = self.scan_bytes(data)
+                if problem:
+                    findings += [Finding(self.redactor.redact(n), problem) for n in wanted[sha]]
+                if time.monotonic() > deadline:
+                    raise ScanDeadline
         return findings
 
-    def _scan_staged(self, cwd: Path, name: str) -> str | None:
-        entry = run_git(["ls-files", "--stage", "-z", "--", name], cwd=cwd).split("\0")[0]
-        if not entry:  # deleted: nothing is added
-            return None
-        mode, sha = entry.split()[:2]
-        if mode == "160000":  # a submodule commit: no content here
-            return None
-        size = int(run_git(["cat-file", "-s", sha], cwd=cwd))
-        if size > MAX_SCAN_BYTES:
-            return f"too large to scan ({size} bytes; the limit is {MAX_SCAN_BYTES})"
-        return self.scan_bytes(_blob(cwd, sha))
+    def _git(self, args: list[str], cwd: Path, deadline: float) -> str:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ScanDeadline
+        try:
+            return run_git(args, cwd=cwd, timeout_s=left)
+        except GitError:
+            if time.monotonic() >= deadline:  # git's own timeout: the deadline, not a fault
+                raise ScanDeadline from None
+            raise
+
+    def _staged_blobs(self, cwd: Path, deadline: float) -> dict[str, tuple[str, int]]:
+        """Every staged file's blob and size, by name (from the index written as a tree)."""
+        tree = self._git(["write-tree"], cwd, deadline)
+        listing = self._git(["ls-tree", "-r", "-l", "-z", "--full-tree", tree], cwd, deadline)
+        staged = {}
+        for entry in (e for e in listing.split("\0") if e):
+            info, _, name = entry.partition("\t")
+            _mode, kind, sha, size = info.split()
+            if kind == "blob":
+                staged[name] = (sha, int(size))
+        return staged
+
+    def _blobs(
+        self, cwd: Path, batch: list[str], sizes: dict[str, int], deadline: float
+    ) -> list[bytes]:
+        """The blobs' bytes as stored, from one `git show` of them all (run_git decodes with
+        surrogateescape, which round-trips; only the last blob's trailing newlines are lost,
+        and they hide nothing)."""
+        shown = self._git(["show", *batch], cwd, deadline)
+        data = shown.encode("utf-8", errors="surrogateescape")
+        blobs, at = [], 0
+        for sha in batch:
+            blobs.append(data[at : at + sizes[sha]])
+            at += sizes[sha]
+        return blobs
 
     def scan_bytes(self, data: bytes, depth: int = 0) -> str | None:
         """Why these bytes may not be committed, or None."""
@@ -171,7 +237,16 @@ def _bounded(data: bytes) -> bytes:
     return data
 
 
-def _blob(cwd: Path, sha: str) -> bytes:
-    """The blob's bytes as stored (run_git decodes with surrogateescape, which round-trips;
-    only trailing newlines are lost, and they hide nothing)."""
-    return run_git(["cat-file", "blob", sha], cwd=cwd).encode("utf-8", errors="surrogateescape")
+def _batches(sizes: dict[str, int]) -> Iterator[list[str]]:
+    """Blobs in groups of at most BATCH_BLOBS and BATCH_BYTES (one blob may exceed it alone):
+    few git processes, and never much of the change in memory at once."""
+    batch: list[str] = []
+    total = 0
+    for sha, size in sizes.items():
+        if batch and (len(batch) >= BATCH_BLOBS or total + size > BATCH_BYTES):
+            yield batch
+            batch, total = [], 0
+        batch.append(sha)
+        total += size
+    if batch:
+        yield batch

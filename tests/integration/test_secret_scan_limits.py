@@ -1,0 +1,73 @@
+"""A change of 20,000 files is scanned by a few git processes, and never past its deadline."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from worker.confine.redact import Redactor
+from worker.git.runner import run_git
+from worker.verdict import secret_scan
+from worker.verdict.secret_scan import SecretScanner
+
+TOKEN = "ghs_" + "Q7w9E2r4T6y8U1i3O5p7A9s2D4f6G8h0J2k4"
+FILES = 20_000
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def many_files(tmp_path: Path) -> Path:
+    """A repository whose staged change adds 20,000 files, one of them holding the token."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    for n in range(FILES):
+        folder = repo / "generated" / f"{n // 1000:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"module_{n:05d}.py").write_text(f"VALUE_{n} = {n}\n")
+    (repo / "generated" / "07" / "module_07123.py").write_text(f"TOKEN = '{TOKEN}'\n")
+    git(repo, "add", "-A")
+    return repo
+
+
+@pytest.fixture
+def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
+    """Every git command the scan starts, through the one git runner."""
+    calls: list[Sequence[str]] = []
+
+    def counted(args: Sequence[str], **kwargs: Any) -> str:
+        calls.append(args)
+        return run_git(args, **kwargs)
+
+    monkeypatch.setattr(secret_scan, "run_git", counted)
+    return calls
+
+
+def test_twenty_thousand_added_files_take_a_few_git_processes(
+    many_files: Path, git_calls: list[Sequence[str]]
+) -> None:
+    findings = SecretScanner(Redactor([TOKEN])).scan_change(many_files, "HEAD")
+    assert [str(f) for f in findings] == ["generated/07/module_07123.py: holds a secret (plainly)"]
+    # Three per file before (ls-files, cat-file -s, cat-file blob): 60,001 processes.
+    assert len(git_calls) <= 3 + FILES // secret_scan.BATCH_BLOBS + 1
+
+
+def test_a_change_not_scanned_in_time_is_refused(
+    many_files: Path, git_calls: list[Sequence[str]]
+) -> None:
+    findings = SecretScanner(Redactor([TOKEN]), deadline_s=1e-6).scan_change(many_files, "HEAD")
+    assert [str(f) for f in findings] == [
+        "the change: could not be scanned in time (the limit is 1e-06s, set by "
+        "REQDRIVE_SCAN_DEADLINE_S)"
+    ]
+    assert len(git_calls) <= 1

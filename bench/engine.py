@@ -29,7 +29,8 @@ from worker.agents.command import CommandRunner
 from worker.confine.redact import Redactor
 from worker.model.state import AttemptRecord, FileCheckpointStore, StoryRecord
 from worker.report.reporting import NullReporter
-from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.pipeline import Pipeline
+from worker.run.spec import Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTED_AGENT = ROOT / "tests" / "support" / "scripted_agent.py"

@@ -22,8 +22,9 @@ from worker.confine.sandbox import api_hosts, readonly_paths, sandbox_for
 from worker.exceptions import RunLockHeld
 from worker.git.workspace import GitCredentials
 from worker.model.state import RunResult
-from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.pipeline import Pipeline
 from worker.run.run_lock import RedisRunLock, run_lock_key
+from worker.run.spec import Requirement, RunSpec
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ from worker.model.state import (
     StoryState,
 )
 from worker.report.reporting import ConsoleReporter
-from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.pipeline import Pipeline
+from worker.run.spec import Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED_AGENT = ROOT / "tests" / "support" / "scripted_agent.py"

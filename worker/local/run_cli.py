@@ -41,8 +41,9 @@ from worker.model.run_ids import check_run_id
 from worker.model.slugs import slugify
 from worker.model.state import FileCheckpointStore, StopReason
 from worker.report.reporting import ConsoleReporter, Reporter, count_stories
-from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.pipeline import Pipeline
 from worker.run.run_folder import PRD_JSON
+from worker.run.spec import Requirement, RunSpec
 
 # Environment variables whose values are secrets wherever they appear in output.
 SECRET_ENV_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE_KEY|API_KEY|REDIS_URL", re.IGNORECASE)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,6 @@ from worker.confine.sandbox import Sandbox
 from worker.exceptions import PreflightError, RunCancelled
 from worker.git.scope import collect_changes, has_staged_changes, restore_tree
 from worker.git.workspace import (
-    CredentialsProvider,
     GitCredentials,
     RepositoryCache,
     Worktree,
@@ -29,7 +25,6 @@ from worker.git.workspace import (
 )
 from worker.model.prd import Prd, Story, parse_prd
 from worker.model.repo_config import GatesMode, RepoConfig, read_repo_config
-from worker.model.run_ids import check_run_id
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -63,6 +58,7 @@ from worker.run.run_folder import (
     RunFolder,
 )
 from worker.run.run_lock import FileRunLock, RunLock
+from worker.run.spec import RunSpec
 from worker.verdict.gates import GateResult, GateSpec, gate_environment, gate_specs, run_gates
 from worker.verdict.judging import (
     KEPT,
@@ -90,63 +86,6 @@ from worker.verdict.tampering import (
 log = logging.getLogger(__name__)
 
 DEFAULT_AGENT_TIMEOUT_S = 1800.0
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """What to build: the text (data, never a template) and where it came from."""
-
-    text: str
-    source: str  # "docs/requirements/REQ-001-x.md", "ISSUE-3", ...
-    slug: str  # the branch is reqdrive/<slug>
-    repo_path: str | None = None  # the file in the repository, which the agent may not edit
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8", errors="surrogatepass")).hexdigest()
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One run's inputs: plain data, so a job and the command line build it alike."""
-
-    run_id: str
-    requirement: Requirement
-    remote_url: str
-    work_dir: Path
-    base_ref: str | None = None
-    agent_runner: str | None = None  # overrides the repository's agent.runner
-    agent_command: str | None = None  # the command runner's template
-    # Fresh credentials before every fetch and push (None: the remote needs none).
-    credentials: CredentialsProvider | None = None
-    secrets: tuple[str, ...] = ()
-    # The environment the agent's allowlisted variables (PATH, locale, its API key), git's
-    # (PATH, proxies, CA files, the SSH agent) and the gates' PATH come from: given by the
-    # caller, never read here.
-    source_env: Mapping[str, str] = field(default_factory=dict)
-    # The runner when neither agent_runner nor the repository's config names one.
-    default_runner: str = "claude"
-    # PATH for the gates (the operator's interpreter and tools first); default source_env's.
-    gate_path: str | None = None
-    # Where agent calls and gates run (REQDRIVE_SANDBOX); None runs them unconfined.
-    sandbox: Sandbox | None = None
-    # Stories to run again from the existing checkpoint (attempts reset, branch kept), and
-    # whether every story that ended without passing is run again too.
-    retry: tuple[str, ...] = ()
-    retry_failed: bool = False
-    # A reviewed prd.json (`reqdrive run --plan FILE`): used instead of asking the agent, and
-    # validated like an agent-written one.
-    plan_text: str | None = None
-    # Stop once the plan is made (`reqdrive plan`, `/reqdrive plan`): the engine cancels its
-    # own story loop, so no story starts whatever a reporter does or how late it hears.
-    plan_only: bool = False
-    # Asked before each story: a newer text of the requirement waits to run (a push edited
-    # it), so the loop stops after the story it is on, which is never cut short.
-    superseded: Callable[[], bool] | None = None
-
-    def __post_init__(self) -> None:
-        # The run id names folders under the work dir: refused before any of them is made.
-        check_run_id(self.run_id)
 
 
 class Pipeline:

@@ -15,13 +15,11 @@ from worker.agents.registry import make_runner
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import Sandbox
 from worker.exceptions import PreflightError, RunCancelled
-from worker.git.scope import collect_changes, has_staged_changes, restore_tree
+from worker.git.changes import RunWorktree
 from worker.git.workspace import (
     GitCredentials,
     RepositoryCache,
     Worktree,
-    head_sha,
-    run_git,
 )
 from worker.model.prd import Prd, Story, parse_prd
 from worker.model.repo_config import GatesMode, RepoConfig, read_repo_config
@@ -172,7 +170,7 @@ class Pipeline:
             result = self._run()
             # The pushed branch is the record now; the worktree would only hold the branch
             # checked out and keep another run (a changed requirement) off it.
-            self.cache.remove(self.worktree)
+            self.git.remove()
             return result
         except Exception as error:
             self._fail(error)
@@ -281,6 +279,7 @@ class Pipeline:
             credentials=self._credentials(),
         )
         self.worktree = worktree
+        self.git = RunWorktree(self.cache, worktree, self._credentials)
         if cp is None:
             self.checkpoint = self._first_checkpoint(worktree)
             self.checkpoints.save(self.checkpoint)
@@ -325,7 +324,7 @@ class Pipeline:
             )
 
     def _first_checkpoint(self, worktree: Worktree) -> Checkpoint:
-        start = head_sha(worktree.path)
+        start = self.git.head()
         return Checkpoint(
             run_id=self.spec.run_id,
             requirement_source=self.spec.requirement.source,
@@ -447,7 +446,7 @@ class Pipeline:
             sandbox=sandbox and sandbox.bind(readonly=[prompt_path]),
         )
         outcome = self.runner.run(call, cancel=self.cancel)
-        self.cache.secure(self.worktree)  # before any git of ours reads what it may have planted
+        self.git.secure()  # before any git of ours reads what it may have planted
         self.folder.sweep()
         cp.cost_usd += outcome.cost_usd or 0.0
         return outcome
@@ -463,7 +462,7 @@ class Pipeline:
                 entry.unlink()
         if self.spec.sandbox is None:
             return None
-        view = self.cache.agent_view(self.worktree, self.git_view)
+        view = self.git.agent_view(self.git_view)
         return self.spec.sandbox.bind(
             writable=[self.home, self.handoff, view.git_dir],
             readonly=[view.objects],
@@ -476,7 +475,7 @@ class Pipeline:
         self._fresh_gate_home()
         if self.spec.sandbox is None:
             return None
-        view = self.cache.agent_view(self.worktree, self.git_view)
+        view = self.git.agent_view(self.git_view)
         return self.spec.sandbox.bind(
             writable=[self.gate_home, view.git_dir],
             readonly=[view.objects],
@@ -505,7 +504,7 @@ class Pipeline:
             return []
         results = self._run_gates("baseline", fail_fast=False)
         if not self.cancel.is_set():  # stopped gates say nothing about the starting commit
-            on_base = head_sha(self.worktree.path) == self.cp.base_sha
+            on_base = self.git.head() == self.cp.base_sha
             self.folder.append_progress(
                 f"baseline on {'the base commit' if on_base else 'the branch head'}: "
                 + ", ".join(f"{g.name} {'passes' if g.passed else 'FAILS'}" for g in results)
@@ -527,10 +526,8 @@ class Pipeline:
             cancel=self.cancel,
             sandbox=self._gate_confinement(),
         )
-        self.cache.secure(self.worktree)  # the gates ran the agent's code
-        # Whatever the gates wrote (caches, reports, a formatter's rewrites) is not the story's.
-        run_git(["reset", "--hard", "--quiet"], cwd=self.worktree.path)
-        run_git(["clean", "-ffd", "--quiet"], cwd=self.worktree.path)
+        self.git.secure()  # the gates ran the agent's code
+        self.git.drop_leftovers()
         return results
 
     # implement ----------------------------------------------------------------------------
@@ -605,7 +602,7 @@ class Pipeline:
             why = f"the agent did not finish within {self.agent_settings.timeout_s:g}s"
             return AttemptRecord(outcome=AttemptOutcome.AGENT_TIMED_OUT, reason=why, **base)
         forbidden = self._collect_changes(pre)
-        if not has_staged_changes(self.worktree.path, pre):
+        if not self.git.has_change(pre):
             self._restore_tree(pre)
             why = "no changes" + (" outside forbidden paths" if forbidden else "")
             if outcome.error:
@@ -634,10 +631,7 @@ class Pipeline:
     ) -> AttemptRecord:
         """Commit what the agent left, run the gates on it, keep the commit if they allow."""
         cp, path, iteration = self.cp, self.worktree.path, base["iteration"]
-        self.cache.check_worktree(self.worktree)  # its own repository and branch, nothing else
-        message = ["-m", _story_subject(record), "-m", story_trailer(record.id)]
-        run_git(["commit", "--quiet", "--no-verify", *message], cwd=path)
-        commit = head_sha(path)
+        commit = self.git.commit(_story_subject(record), story_trailer(record.id))
         label = self.folder.gates_label(iteration)
         gates = self._run_gates(label, fail_fast=fail_fast_on(cp.baseline or []))
         if self.cancel.is_set():  # the gates were stopped part-way: no verdict
@@ -705,16 +699,8 @@ class Pipeline:
         self, pre: str, commit: str, changed: list[str], added: list[str], label: str
     ) -> dict[str, str]:
         """The story's new tests run on its parent commit: only its test files applied."""
-        cp, path = self.cp, self.worktree.path
-        present = set(run_git(["ls-tree", "-r", "--name-only", "-z", commit], cwd=path).split("\0"))
-        files = [f for f in files_with_tests(changed, added) if f in present]
-        run_git(["checkout", "--quiet", "--detach", pre], cwd=path)
-        try:
-            if files:
-                run_git(["checkout", "--quiet", commit, "--", *files], cwd=path)
+        with self.git.parent_with(pre, commit, files_with_tests(changed, added)):
             results = self._run_gates(f"{label}.parent", fail_fast=False)
-        finally:
-            run_git(["checkout", "--quiet", "--force", cp.branch], cwd=path)
         tests = tests_by_id(results) or {}
         # A module that cannot even be imported without the change is reported by pytest as
         # one failed case named after the module: its tests failed there.
@@ -742,7 +728,7 @@ class Pipeline:
         }
 
     def _collect_changes(self, pre: str) -> list[str]:
-        touched = collect_changes(self.worktree.path, self.cp.branch, pre, self.forbidden)
+        touched = self.git.gather(pre, self.forbidden)
         # Recorded in the checkpoint and the log: an agent-made file name may hold a secret.
         touched = [self.redactor.redact(name) for name in touched]
         if touched:
@@ -752,15 +738,15 @@ class Pipeline:
         return touched
 
     def _keep_patch(self, pre: str, commit: str, iteration: int) -> None:
-        diff = run_git(["diff", "--no-color", pre, commit], cwd=self.worktree.path)
+        diff = self.git.diff(pre, commit)
         self.folder.write_text(self.folder.patch_path(iteration).name, diff + "\n")
 
     def _restore_tree(self, sha: str) -> None:
-        restore_tree(self.worktree.path, self.cp.branch, sha)
+        self.git.restore(sha)
 
     def _push(self) -> None:
         cp = self.cp
-        cp.pushed_sha = self.cache.push(self.worktree, credentials=self._credentials())
+        cp.pushed_sha = self.git.push()
         self._save()
         self.reporter.branch_pushed(cp.branch, cp.pushed_sha)
 
@@ -795,7 +781,7 @@ class Pipeline:
             duration_s=time.monotonic() - self.started,
             run_dir=str(self.folder.path),
         )
-        diff = run_git(["diff", "--no-color", cp.base_sha, cp.head_sha], cwd=self.worktree.path)
+        diff = self.git.diff(cp.base_sha, cp.head_sha)
         write_delivery(self.folder, result, iterations=cp.iteration, diff=diff)
         cp.status, cp.step = RunStatus.FINISHED, RunStep.DONE
         self.step = RunStep.DONE

@@ -61,18 +61,16 @@ from worker.verdict.gates import GateResult, GateSpec, gate_environment, gate_sp
 from worker.verdict.judging import (
     KEPT,
     MISSING,
-    Judgement,
-    Verdict,
     added_tests,
     fail_fast_on,
     feedback,
-    judge_story,
     reference_gates,
     story_state,
     tests_by_id,
     unclaimed,
 )
 from worker.verdict.secret_scan import SecretScanner
+from worker.verdict.story_verdict import Evidence, decide
 from worker.verdict.tampering import (
     changed_files,
     files_with_tests,
@@ -640,44 +638,36 @@ class Pipeline:
         reference = reference_gates(cp.stories, cp.baseline or [])
         changed = changed_files(path, pre, commit)
         added = added_tests(reference, gates)
-        owned = {*record.tests, *added}
         before = tests_by_id(reference) or {}
         # Any test that ran before (passing, or failing for another story) must not be
         # rewritten to suit this one.
         existing = [t for t, status in before.items() if status != "skipped"]
         rewritten = rewritten_tests(path, pre, commit, changed, {*record.tests, *existing})
-        judged = self._judge(reference, gates, owned=owned, rewritten=rewritten)
-        if judged.verdict is Verdict.PASSED and added:
-            # A test the story added must fail without the story's change, or it proves nothing.
-            at_parent = self._added_tests_at_parent(pre, commit, changed, added, label)
-            judged = self._judge(
-                reference, gates, owned=owned, rewritten=rewritten, at_parent=at_parent
-            )
-        else:
-            at_parent = {}
-        gate_changes = gate_inputs(path, pre, commit, changed, self.gates)
-        outcome, why = _OUTCOMES[judged.verdict], judged.reason
-        if gate_changes and judged.verdict is not Verdict.FAILED:
-            # Would it pass with the gates as they were? If not, its pass rests on the change.
-            restore_paths(path, pre, gate_changes)
-            restored = self._run_gates(f"{label}.restored", fail_fast=False)
-            again = self._judge(
-                reference, restored, owned=owned, rewritten=rewritten, at_parent=at_parent
-            )
-            if again.verdict.worse_than(judged.verdict):
-                outcome = AttemptOutcome.NEEDS_REVIEW
-                why = (
-                    f"passes only with its change to what a gate runs "
-                    f"({', '.join(gate_changes)}); with the gates as they were: "
-                    f"{again.reason or again.verdict}"
-                )
-        elif gate_changes:
-            why += f"; it changed what a gate runs: {', '.join(gate_changes)}"
+        evidence = Evidence(
+            reference,
+            gates,
+            [g.name for g in self.gates],
+            owned={*record.tests, *added},
+            added=added,
+            rewritten=rewritten,
+            gate_changes=gate_inputs(path, pre, commit, changed, self.gates),
+        )
+
+        def gates_as_they_were() -> list[GateResult]:
+            restore_paths(path, pre, evidence.gate_changes)
+            return self._run_gates(f"{label}.restored", fail_fast=False)
+
+        verdict = decide(
+            evidence,
+            added_at_parent=lambda: self._added_tests_at_parent(pre, commit, changed, added, label),
+            gates_as_they_were=gates_as_they_were,
+        )
+        outcome = verdict.outcome
         record_fields = {
-            "reason": why,
+            "reason": verdict.reason,
             "gates": gates,
-            "tests": judged.tests,
-            "gate_changes": gate_changes,
+            "tests": verdict.tests,
+            "gate_changes": list(evidence.gate_changes),
             "forbidden_writes": forbidden,
             **base,
         }
@@ -686,14 +676,6 @@ class Pipeline:
             self._restore_tree(pre)
             return AttemptRecord(outcome=outcome, **record_fields)
         return AttemptRecord(outcome=outcome, commit=commit, **record_fields)
-
-    def _judge(
-        self,
-        reference: list[GateResult],
-        results: list[GateResult],
-        **tests: Any,
-    ) -> Judgement:
-        return judge_story(reference, results, [g.name for g in self.gates], **tests)
 
     def _added_tests_at_parent(
         self, pre: str, commit: str, changed: list[str], added: list[str], label: str
@@ -788,13 +770,6 @@ class Pipeline:
         self._save()
         self._write_run_json()
         return result
-
-
-_OUTCOMES = {
-    Verdict.PASSED: AttemptOutcome.PASSED,
-    Verdict.UNVERIFIED: AttemptOutcome.UNVERIFIED,
-    Verdict.FAILED: AttemptOutcome.GATES_FAILED,
-}
 
 
 def _story_subject(record: StoryRecord) -> str:

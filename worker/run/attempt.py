@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from worker.agents.base import AgentOutcome
+from worker.exceptions import GitError
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord
 from worker.plan.prompting import STORY_TEMPLATE
 from worker.report.inert_text import neutralize
@@ -33,6 +34,16 @@ from worker.verdict.tampering import (
 
 log = logging.getLogger(__name__)
 
+# What can fail inside an attempt because of what the agent left, and what the record says: the
+# attempt fails, the worktree is put back, the run goes on. Anything else (the agent that cannot
+# start, the cache's records changed, Redis) still ends the run.
+FAILURE_CHARS = 2000  # of what failed, in the attempt's reason
+ATTEMPT_FAILURES: dict[type[Exception], str] = {
+    GitError: "the worker's git refused what the agent left",
+    OSError: "the worker could not read or write what the agent left (a full disk?)",
+    ValueError: "the worker refused to read what the agent left",  # a parser's refusal
+}
+
 
 class StoryAttempt:
     """One agent call on one story, from the commit the story starts on (`pre`), and what the
@@ -47,12 +58,17 @@ class StoryAttempt:
         self.label = ctx.folder.gates_label(iteration)
 
     def run(self) -> AttemptRecord:
-        """The attempt, its outcome decided by the worker."""
+        """The attempt, its outcome decided by the worker; a failure inside it fails it."""
         ctx = self.ctx
-        ctx.git.restore(self.pre)
-        prompt = ctx.renderer.render(STORY_TEMPLATE, **self._prompt_values())
-        outcome = call_agent(ctx, self.iteration, prompt)
-        return self._after_call(outcome, self._fields(outcome))
+        base: dict[str, Any] = {"iteration": self.iteration, "attempt": self.number}
+        try:
+            ctx.git.restore(self.pre)
+            prompt = ctx.renderer.render(STORY_TEMPLATE, **self._prompt_values())
+            outcome = call_agent(ctx, self.iteration, prompt)
+            base = self._fields(outcome)
+            return self._after_call(outcome, base)
+        except tuple(ATTEMPT_FAILURES) as error:
+            return self._failed(error, base)
 
     def _fields(self, outcome: AgentOutcome) -> dict[str, Any]:
         """What every record of this attempt says, whatever its outcome."""
@@ -160,6 +176,27 @@ class StoryAttempt:
         # A module that cannot even be imported without the change is reported by pytest as
         # one failed case named after the module: its tests failed there.
         return {t: str(tests.get(t) or tests.get(t.split("::", 1)[0]) or MISSING) for t in added}
+
+    def _failed(self, error: Exception, base: dict[str, Any]) -> AttemptRecord:
+        """The attempt failed in the worker's own steps: recorded with why, the worktree put
+        back. Nothing the agent left stays, ignored files included, or a disk it filled
+        through an ignored folder would stay full."""
+        ctx = self.ctx
+        kind = next(why for cls, why in ATTEMPT_FAILURES.items() if isinstance(error, cls))
+        # git's own words, not its command line (the worker's folders mean nothing to a reader).
+        said = error.stderr.strip()[-FAILURE_CHARS:] if isinstance(error, GitError) else str(error)
+        detail = ctx.redactor.redact(said or type(error).__name__)
+        log.warning(
+            "attempt failed in the worker's checks",
+            extra={
+                "run_id": ctx.spec.run_id,
+                "story": self.record.id,
+                "error": type(error).__name__,
+            },
+        )
+        ctx.git.restore(self.pre, ignored_too=True)
+        why = f"{kind}: {detail}; the worktree was put back to {self.pre[:12]}"
+        return AttemptRecord(outcome=AttemptOutcome.CHECK_FAILED, reason=why, **base)
 
     def _gather(self) -> list[str]:
         """The agent's work staged on `pre`; the forbidden paths it wrote (reverted)."""

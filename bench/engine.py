@@ -30,7 +30,8 @@ from worker.confine.redact import Redactor
 from worker.model.state import AttemptRecord, StoryRecord
 from worker.report.protocol import NullReporter
 from worker.run.checkpoint_file import FileCheckpointStore
-from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.pipeline import Pipeline
+from worker.run.spec import Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTED_AGENT = ROOT / "tests" / "support" / "scripted_agent.py"

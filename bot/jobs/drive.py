@@ -24,7 +24,8 @@ from worker.confine.sandbox import api_hosts, readonly_paths, sandbox_for
 from worker.exceptions import RunLockHeld
 from worker.git.runner import GitCredentials
 from worker.model.state import RunResult
-from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.pipeline import Pipeline
+from worker.run.spec import Requirement, RunSpec
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from bot.jobs.runtime import Runtime, current
 from bot.requests import JobKind, RunRequest
 from bot.stores.runs import RunRecord
 from bot.web.enqueue import Enqueuer
-from worker.run.pipeline import Requirement
+from worker.run.spec import Requirement
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from worker.exceptions import RepoConfigError
 from worker.model.repo_config import CONFIG_PATHS, RepoConfig, parse_repo_config
 from worker.model.requirement_files import is_requirement_file
 from worker.model.slugs import slugify
-from worker.run.pipeline import Requirement
+from worker.run.spec import Requirement
 
 # GitHub's repository roles, weakest first; a custom role counts as its base ("read").
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")

@@ -636,11 +636,11 @@ def test_a_run_stopped_at_its_job_timeout_ends_timed_out_and_is_not_retried(
     gh = scene.gh
     issue = gh.add_issue(REPO, "Features", "Build.")
 
-    def times_out(self: object) -> None:
+    def times_out(self: object, *steps: object) -> None:
         # What rq's death penalty raises in the work horse when REQDRIVE_JOB_TIMEOUT_HOURS ends.
         raise JobTimeoutException("Task exceeded maximum timeout value (21600 seconds)")
 
-    monkeypatch.setattr(Pipeline, "_run", times_out)
+    monkeypatch.setattr(Pipeline, "_steps", times_out)
     job_id = scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
     scene.work()
 

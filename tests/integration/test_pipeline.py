@@ -19,7 +19,8 @@ from worker.exceptions import PrdError
 from worker.model.state import AttemptOutcome, RunResult, StopReason, StoryState
 from worker.report.console import ConsoleReporter
 from worker.run.checkpoint_file import FileCheckpointStore
-from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.pipeline import Pipeline
+from worker.run.spec import Requirement, RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED_AGENT = ROOT / "tests" / "support" / "scripted_agent.py"

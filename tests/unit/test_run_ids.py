@@ -8,7 +8,7 @@ import pytest
 
 from worker.exceptions import PreflightError
 from worker.model.run_ids import check_run_id
-from worker.run.pipeline import Requirement, RunSpec
+from worker.run.spec import Requirement, RunSpec
 
 
 @pytest.mark.parametrize(

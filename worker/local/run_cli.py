@@ -46,8 +46,9 @@ from worker.report.console import ConsoleReporter
 from worker.report.protocol import Reporter
 from worker.report.story_states import count_stories
 from worker.run.checkpoint_file import FileCheckpointStore
-from worker.run.pipeline import Pipeline, Requirement, RunSpec
+from worker.run.pipeline import Pipeline
 from worker.run.run_folder import PRD_JSON
+from worker.run.spec import Requirement, RunSpec
 
 # Environment variables whose values are secrets wherever they appear in output.
 SECRET_ENV_RE = re.compile(r"TOKEN|SECRET|PASSWORD|PRIVATE_KEY|API_KEY|REDIS_URL", re.IGNORECASE)

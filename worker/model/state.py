@@ -61,6 +61,9 @@ class AttemptOutcome(StrEnum):
     # The change holds the exact value of a secret (an API key, the worker's token): it
     # would be pushed, and redacting the run folder would not take it back.
     CREDENTIAL_IN_CHANGE = "credential in change"
+    # The worker's own steps failed on what the agent left (git refused it, the disk was full,
+    # a report was refused): a failed attempt with the reason, never the end of the run.
+    CHECK_FAILED = "check failed"
     CANCELLED = "cancelled"  # stopped by the user; does not count as an attempt
 
 

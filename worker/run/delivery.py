@@ -1,12 +1,15 @@
-"""The deliver step: the run's result, and the summary, patch and PR body it leaves behind."""
+"""The verify and deliver steps: the final gates, the run's result, and what it leaves behind."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from worker.model.gates import GateResult
-from worker.model.state import Checkpoint, RunResult, StopReason, StoryState
+from worker.model.state import Checkpoint, RunResult, RunStatus, RunStep, StopReason, StoryState
 from worker.report.pr_body import render_pr_body
+from worker.run.calls import run_gates_on
+from worker.run.context import RunContext
 from worker.run.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
 from worker.verdict.judging import (
     baseline_changes,
@@ -15,6 +18,33 @@ from worker.verdict.judging import (
     tests_by_id,
     unclaimed,
 )
+
+
+def verify(ctx: RunContext) -> list[GateResult]:
+    """Every gate on the branch's head: the final checks."""
+    ctx.git.restore(ctx.cp.head_sha)
+    return run_gates_on(ctx, "verification", fail_fast=False)
+
+
+def deliver(ctx: RunContext, final: list[GateResult], stop: StopReason) -> RunResult:
+    """The run's result, its summary, patch and PR body written; the run finished."""
+    cp, journal = ctx.cp, ctx.journal
+    result = run_result(
+        cp,
+        final,
+        project=journal.prd.project,
+        expected_gates=[g.name for g in ctx.gates],
+        stop=stop,
+        duration_s=time.monotonic() - ctx.started,
+        run_dir=str(ctx.folder.path),
+    )
+    diff = ctx.git.diff(cp.base_sha, cp.head_sha)
+    write_delivery(ctx.folder, result, iterations=cp.iteration, diff=diff)
+    cp.status, cp.step = RunStatus.FINISHED, RunStep.DONE
+    journal.step = RunStep.DONE
+    journal.save()
+    journal.write_run_json()
+    return result
 
 
 def run_result(

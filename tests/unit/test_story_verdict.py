@@ -1,0 +1,109 @@
+"""One decision per attempt: its tests, the proof its new tests give, and its gate changes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from worker.model.gates import GateResult, TestStatus
+from worker.model.state import AttemptOutcome
+from worker.verdict.story_verdict import Evidence, decide
+
+PASSED, FAILED = TestStatus.PASSED, TestStatus.FAILED
+
+
+def gate(**tests: TestStatus) -> GateResult:
+    return GateResult(
+        name="tests",
+        command="pytest",
+        passed=FAILED not in tests.values(),
+        exit_code=int(FAILED in tests.values()),
+        timed_out=False,
+        duration_s=0.1,
+        tests=dict(tests),
+    )
+
+
+BEFORE = [gate(old=PASSED, wanted=FAILED)]
+
+
+def never_at_parent() -> Mapping[str, str]:
+    raise AssertionError("the added tests were run on the parent without need")
+
+
+def never_as_they_were() -> Sequence[GateResult]:
+    raise AssertionError("the gates were run as they were without need")
+
+
+def evidence(
+    results: list[GateResult], *, added: Sequence[str] = (), gate_changes: Sequence[str] = ()
+) -> Evidence:
+    """The story owns `wanted` (failing before) and the tests it added."""
+    return Evidence(
+        BEFORE,
+        results,
+        ["tests"],
+        owned={"wanted", *added},
+        added=added,
+        gate_changes=gate_changes,
+    )
+
+
+def test_a_story_that_makes_its_test_pass_passes_without_running_anything_more() -> None:
+    verdict = decide(
+        evidence([gate(old=PASSED, wanted=PASSED)]),
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.PASSED
+    assert [(c.id, c.after, c.problem) for c in verdict.tests] == [
+        ("old", "passed", ""),
+        ("wanted", "passed", ""),
+    ]
+
+
+def test_an_added_test_that_passes_on_the_parent_too_fails_the_story() -> None:
+    verdict = decide(
+        evidence([gate(old=PASSED, wanted=PASSED, new=PASSED)], added=["new"]),
+        added_at_parent=lambda: {"new": "passed"},
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert verdict.reason == "new passes without the story's change too, so it proves nothing"
+
+
+def test_a_pass_that_rests_on_a_changed_gate_needs_review() -> None:
+    verdict = decide(
+        evidence(
+            [gate(old=PASSED, wanted=PASSED, new=PASSED)],
+            added=["new"],
+            gate_changes=["conftest.py"],
+        ),
+        added_at_parent=lambda: {"new": "failed"},
+        gates_as_they_were=lambda: [gate(old=PASSED, wanted=FAILED, new=PASSED)],
+    )
+    assert verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+    assert verdict.reason == (
+        "passes only with its change to what a gate runs (conftest.py); "
+        "with the gates as they were: wanted still fails"
+    )
+
+
+def test_a_pass_that_holds_with_the_gates_as_they_were_stays_a_pass() -> None:
+    verdict = decide(
+        evidence([gate(old=PASSED, wanted=PASSED)], gate_changes=["Makefile"]),
+        added_at_parent=never_at_parent,
+        gates_as_they_were=lambda: [gate(old=PASSED, wanted=PASSED)],
+    )
+    assert (verdict.outcome, verdict.reason) == (AttemptOutcome.PASSED, "")
+
+
+def test_a_failure_names_its_gate_change_and_runs_no_gate_again() -> None:
+    verdict = decide(
+        evidence([gate(old=FAILED, wanted=PASSED)], gate_changes=["conftest.py"]),
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert verdict.reason == (
+        "old fails now; it passed before the story; it changed what a gate runs: conftest.py"
+    )

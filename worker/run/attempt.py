@@ -1,0 +1,242 @@
+"""One story's attempt: the agent's call, what it left gathered and committed, then judged."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from worker.agents.base import AgentOutcome
+from worker.confine.disk import check_free_space
+from worker.exceptions import GitError
+from worker.model.gates import GateResult
+from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord
+from worker.plan.prompting import STORY_TEMPLATE
+from worker.report.inert_text import neutralize
+from worker.run.calls import call_agent, run_gates_on
+from worker.run.context import RunContext
+from worker.run.resume import story_trailer
+from worker.verdict.judging import (
+    MISSING,
+    added_tests,
+    fail_fast_on,
+    feedback,
+    reference_gates,
+    tests_by_id,
+)
+from worker.verdict.secret_scan import SecretScanner
+from worker.verdict.story_verdict import Evidence, decide
+from worker.verdict.tampering import (
+    changed_files,
+    files_with_tests,
+    gate_inputs,
+    restore_paths,
+    rewritten_tests,
+)
+
+log = logging.getLogger(__name__)
+
+# What can fail inside an attempt because of what the agent left, and what the record says: the
+# attempt fails, the worktree is put back, the run goes on. Anything else (the agent that cannot
+# start, the cache's records changed, Redis) still ends the run.
+FAILURE_CHARS = 2000  # of what failed, in the attempt's reason
+ATTEMPT_FAILURES: dict[type[Exception], str] = {
+    GitError: "the worker's git refused what the agent left",
+    OSError: "the worker could not read or write what the agent left (a full disk?)",
+    ValueError: "the worker refused to read what the agent left",  # a parser's refusal
+}
+
+
+class StoryAttempt:
+    """One agent call on one story, from the commit the story starts on (`pre`), and what the
+    worker made of it; the worktree is back at `pre` unless the attempt's commit is kept."""
+
+    def __init__(self, ctx: RunContext, record: StoryRecord, *, iteration: int, number: int):
+        self.ctx = ctx
+        self.record = record
+        self.iteration = iteration
+        self.number = number  # this story's attempt number
+        self.pre = ctx.cp.head_sha
+        self.label = ctx.folder.gates_label(iteration)
+
+    def run(self) -> AttemptRecord:
+        """The attempt, its outcome decided by the worker; a failure inside it fails it."""
+        ctx = self.ctx
+        base: dict[str, Any] = {"iteration": self.iteration, "attempt": self.number}
+        check_free_space(ctx.spec.work_dir, ctx.spec.limits)  # too little ends the run
+        try:
+            ctx.git.restore(self.pre)
+            prompt = ctx.renderer.render(STORY_TEMPLATE, **self._prompt_values())
+            outcome = call_agent(ctx, self.iteration, prompt)
+            base = self._fields(outcome)
+            return self._after_call(outcome, base)
+        except tuple(ATTEMPT_FAILURES) as error:
+            return self._failed(error, base)
+
+    def _fields(self, outcome: AgentOutcome) -> dict[str, Any]:
+        """What every record of this attempt says, whatever its outcome."""
+        return {
+            "iteration": self.iteration,
+            "attempt": self.number,
+            "cost_usd": outcome.cost_usd,
+            "agent_exit_code": outcome.exit_code,
+            "refused_tools": list(outcome.denials),
+        }
+
+    def _after_call(self, outcome: AgentOutcome, base: dict[str, Any]) -> AttemptRecord:
+        """Refused before any gate runs: cancelled, timed out, no change, a secret in it."""
+        git = self.ctx.git
+        if self.ctx.cancel.is_set():
+            git.restore(self.pre)
+            return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
+        if outcome.timed_out:
+            git.restore(self.pre)
+            why = f"the agent did not finish within {self.ctx.agent.timeout_s:g}s"
+            return AttemptRecord(outcome=AttemptOutcome.AGENT_TIMED_OUT, reason=why, **base)
+        forbidden = self._gather()
+        if not git.has_change(self.pre):
+            git.restore(self.pre)
+            why = "no changes" + (" outside forbidden paths" if forbidden else "")
+            if outcome.error:
+                why += f" (agent: {outcome.error})"
+            return AttemptRecord(
+                outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
+            )
+        scanner = SecretScanner(self.ctx.redactor, self.ctx.spec.limits.scan_deadline_s)
+        refused = scanner.scan_change(git.path, self.pre)
+        if refused:
+            git.restore(self.pre)
+            why = (
+                "the change holds a secret value or a file that cannot be scanned ("
+                + "; ".join(str(f) for f in refused)
+                + "); nothing was committed"
+            )
+            return AttemptRecord(
+                outcome=AttemptOutcome.CREDENTIAL_IN_CHANGE,
+                reason=why,
+                forbidden_writes=forbidden,
+                **base,
+            )
+        return self._check(base, forbidden)
+
+    def _check(self, base: dict[str, Any], forbidden: list[str]) -> AttemptRecord:
+        """Commit what the agent left, run the gates on it, keep the commit if they allow."""
+        ctx, record, pre = self.ctx, self.record, self.pre
+        cp, path = ctx.cp, ctx.git.path
+        commit = ctx.git.commit(_story_subject(record), story_trailer(record.id))
+        gates = run_gates_on(ctx, self.label, fail_fast=fail_fast_on(cp.baseline or []))
+        if ctx.cancel.is_set():  # the gates were stopped part-way: no verdict
+            ctx.git.restore(pre)
+            return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
+        reference = reference_gates(cp.stories, cp.baseline or [])
+        changed = changed_files(path, pre, commit)
+        added = added_tests(reference, gates)
+        before = tests_by_id(reference) or {}
+        # Any test that ran before (passing, or failing for another story) must not be
+        # rewritten to suit this one.
+        existing = [t for t, status in before.items() if status != "skipped"]
+        evidence = Evidence(
+            reference,
+            gates,
+            [g.name for g in ctx.gates],
+            owned={*record.tests, *added},
+            added=added,
+            rewritten=rewritten_tests(path, pre, commit, changed, {*record.tests, *existing}),
+            gate_changes=gate_inputs(path, pre, commit, changed, ctx.gates),
+        )
+
+        def gates_as_they_were() -> list[GateResult]:
+            restore_paths(path, pre, evidence.gate_changes)
+            return run_gates_on(ctx, f"{self.label}.restored", fail_fast=False)
+
+        verdict = decide(
+            evidence,
+            added_at_parent=lambda: self._added_tests_at_parent(commit, changed, added),
+            gates_as_they_were=gates_as_they_were,
+        )
+        failed = verdict.outcome is AttemptOutcome.GATES_FAILED
+        if failed:  # its patch is kept in the run folder, its commit not on the branch
+            patch = ctx.folder.patch_path(self.iteration).name
+            ctx.folder.write_text(patch, ctx.git.diff(pre, commit) + "\n")
+            ctx.git.restore(pre)
+        return AttemptRecord(
+            outcome=verdict.outcome,
+            reason=verdict.reason,
+            commit=None if failed else commit,
+            gates=gates,
+            tests=verdict.tests,
+            gate_changes=list(evidence.gate_changes),
+            forbidden_writes=forbidden,
+            **base,
+        )
+
+    def _added_tests_at_parent(
+        self, commit: str, changed: list[str], added: list[str]
+    ) -> dict[str, str]:
+        """The story's new tests run on its parent commit: only its test files applied."""
+        with self.ctx.git.parent_with(self.pre, commit, files_with_tests(changed, added)):
+            results = run_gates_on(self.ctx, f"{self.label}.parent", fail_fast=False)
+        tests = tests_by_id(results) or {}
+        # A module that cannot even be imported without the change is reported by pytest as
+        # one failed case named after the module: its tests failed there.
+        return {t: str(tests.get(t) or tests.get(t.split("::", 1)[0]) or MISSING) for t in added}
+
+    def _failed(self, error: Exception, base: dict[str, Any]) -> AttemptRecord:
+        """The attempt failed in the worker's own steps: recorded with why, the worktree put
+        back. Nothing the agent left stays, ignored files included, or a disk it filled
+        through an ignored folder would stay full."""
+        ctx = self.ctx
+        kind = next(why for cls, why in ATTEMPT_FAILURES.items() if isinstance(error, cls))
+        # git's own words, not its command line (the worker's folders mean nothing to a reader).
+        said = error.stderr.strip()[-FAILURE_CHARS:] if isinstance(error, GitError) else str(error)
+        detail = ctx.redactor.redact(said or type(error).__name__)
+        log.warning(
+            "attempt failed in the worker's checks",
+            extra={
+                "run_id": ctx.spec.run_id,
+                "story": self.record.id,
+                "error": type(error).__name__,
+            },
+        )
+        ctx.git.restore(self.pre, ignored_too=True)
+        why = f"{kind}: {detail}; the worktree was put back to {self.pre[:12]}"
+        return AttemptRecord(outcome=AttemptOutcome.CHECK_FAILED, reason=why, **base)
+
+    def _gather(self) -> list[str]:
+        """The agent's work staged on `pre`; the forbidden paths it wrote (reverted)."""
+        ctx = self.ctx
+        touched = ctx.git.gather(self.pre, ctx.forbidden)
+        # Recorded in the checkpoint and the log: an agent-made file name may hold a secret.
+        touched = [ctx.redactor.redact(name) for name in touched]
+        if touched:
+            log.warning(
+                "forbidden paths reverted", extra={"run_id": ctx.spec.run_id, "paths": touched}
+            )
+        return touched
+
+    def _prompt_values(self) -> dict[str, object]:
+        ctx, record = self.ctx, self.record
+        return {
+            "story": {
+                "id": record.id,
+                "title": record.title,
+                "description": record.description,
+                "acceptance_criteria": list(record.acceptance_criteria),
+                "priority": record.priority,
+                "notes": record.notes,
+                "tests": list(record.tests),
+            },
+            "attempt": self.number,
+            "max_attempts": ctx.config.max_story_retries,
+            "feedback": (feedback(record.attempts[-1]) if record.attempts else None) or "",
+            "progress": ctx.folder.progress(),
+            "requirement": ctx.spec.requirement.text,
+            "source": ctx.spec.requirement.source,
+            "gates": ", ".join(f"{g.name}: `{g.command}`" for g in ctx.gates) or "none configured",
+            "forbidden_paths": ctx.forbidden,
+        }
+
+
+def _story_subject(record: StoryRecord) -> str:
+    title = " ".join(record.title.split())  # one line: agent-written titles may hold newlines
+    # Merged, a subject saying "Closes #2" would close issue 2: the agent's words stay inert.
+    return f"feat: [{record.id}] - {neutralize(title)}"

@@ -1,0 +1,124 @@
+"""What every step of a run reads, built once when its workspace is ready (the configure step)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.agents.base import AgentRunner, AgentSettings
+from worker.agents.registry import make_runner
+from worker.confine.redact import Redactor
+from worker.confine.scratch import RunScratch
+from worker.git.changes import RunWorktree
+from worker.model.gates import GateSpec
+from worker.model.repo_config import RepoConfig, read_repo_config
+from worker.model.state import Checkpoint
+from worker.plan.prompting import PromptRenderer, load_overrides
+from worker.report.protocol import Reporter
+from worker.run.journal import RunJournal
+from worker.run.run_folder import RunFolder
+from worker.run.spec import RunSpec
+from worker.verdict.gates import gate_environment, gate_specs
+
+DEFAULT_AGENT_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class RunPlaces:
+    """The run's own folders besides its worktree and run folder, each out of the others'
+    reach: the agent never sees the run folder (checkpoint, logs, PRD), the gates never see
+    the agent's HOME."""
+
+    home: Path  # the agent's HOME
+    gate_home: Path  # the gates' HOMEs (and TMPDIRs): a fresh one per gate, under here
+    handoff: Path  # where planning leaves prd.json for the worker to read
+    git_view: Path  # the agent's own git folder for one call
+
+    @property
+    def scratch(self) -> RunScratch:
+        """These folders as what the agent and its gates write: swept, then removed."""
+        return RunScratch(self.home, self.gate_home, self.handoff, self.git_view)
+
+    @classmethod
+    def of(cls, work_dir: Path, run_id: str) -> RunPlaces:
+        return cls(
+            home=work_dir / "homes" / run_id,
+            gate_home=work_dir / "gatehomes" / run_id,
+            handoff=work_dir / "handoff" / run_id,
+            git_view=work_dir / "gitviews" / run_id,
+        )
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """A run's inputs and tools, fixed for the whole run; only the journal changes."""
+
+    spec: RunSpec
+    journal: RunJournal
+    reporter: Reporter
+    redactor: Redactor
+    folder: RunFolder
+    places: RunPlaces
+    cancel: threading.Event
+    git: RunWorktree
+    config: RepoConfig  # read from the base commit, never the agent's branch
+    renderer: PromptRenderer
+    agent: AgentSettings
+    runner: AgentRunner
+    gates: tuple[GateSpec, ...]
+    gate_env: Mapping[str, str]
+    forbidden: list[str]  # globs the agent may not write
+    started: float  # time.monotonic() when the run began
+
+    @property
+    def cp(self) -> Checkpoint:
+        return self.journal.cp
+
+
+def configure(
+    spec: RunSpec,
+    *,
+    journal: RunJournal,
+    redactor: Redactor,
+    folder: RunFolder,
+    places: RunPlaces,
+    cancel: threading.Event,
+    git: RunWorktree,
+    runner: AgentRunner | None,
+    started: float,
+) -> RunContext:
+    """The configure step: the repository's config, prompts, agent and gates, read from the
+    base commit; `runner` replaces the configured agent (tests, benchmarks)."""
+    base_sha = journal.cp.base_sha
+    config, config_path = read_repo_config(git.path, base_sha)
+    settings = AgentSettings(
+        runner=spec.agent_runner or config.agent.runner or spec.default_runner,
+        model=config.agent_model,
+        timeout_s=config.agent.timeout or DEFAULT_AGENT_TIMEOUT_S,
+        command=spec.agent_command,
+    )
+    context = RunContext(
+        spec=spec,
+        journal=journal,
+        reporter=journal.reporter,
+        redactor=redactor,
+        folder=folder,
+        places=places,
+        cancel=cancel,
+        git=git,
+        config=config,
+        renderer=PromptRenderer(
+            load_overrides(git.path, base_sha, config.prompts), folder=config.prompts
+        ),
+        agent=settings,
+        runner=runner or make_runner(settings, redactor=redactor, source_env=spec.source_env),
+        # The checks get no credential, the agent's API key included, and the operator's PATH.
+        gate_env=gate_environment(places.gate_home, spec.source_env, path=spec.gate_path),
+        gates=tuple(gate_specs(config.test_command, config.lint_command, config.gates)),
+        forbidden=config.forbidden_globs(spec.requirement.repo_path, config_path),
+        started=started,
+    )
+    places.home.mkdir(parents=True, exist_ok=True)
+    return context

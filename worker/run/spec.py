@@ -1,0 +1,72 @@
+"""What a run is asked to do: the requirement and the run's inputs, as plain data."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
+from worker.confine.sandbox import Sandbox
+from worker.git.runner import CredentialsProvider
+from worker.model.run_ids import check_run_id
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What to build: the text (data, never a template) and where it came from."""
+
+    text: str
+    source: str  # "docs/requirements/REQ-001-x.md", "ISSUE-3", ...
+    slug: str  # the branch is reqdrive/<slug>
+    repo_path: str | None = None  # the file in the repository, which the agent may not edit
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run's inputs: plain data, so a job and the command line build it alike."""
+
+    run_id: str
+    requirement: Requirement
+    remote_url: str
+    work_dir: Path
+    base_ref: str | None = None
+    agent_runner: str | None = None  # overrides the repository's agent.runner
+    agent_command: str | None = None  # the command runner's template
+    # Fresh credentials before every fetch and push (None: the remote needs none).
+    credentials: CredentialsProvider | None = None
+    secrets: tuple[str, ...] = ()
+    # The environment the agent's allowlisted variables (PATH, locale, its API key), git's
+    # (PATH, proxies, CA files, the SSH agent) and the gates' PATH come from: given by the
+    # caller, never read here.
+    source_env: Mapping[str, str] = field(default_factory=dict)
+    # The runner when neither agent_runner nor the repository's config names one.
+    default_runner: str = "claude"
+    # PATH for the gates (the operator's interpreter and tools first); default source_env's.
+    gate_path: str | None = None
+    # Where agent calls and gates run (REQDRIVE_SANDBOX); None runs them unconfined.
+    sandbox: Sandbox | None = None
+    # Disk, report and scan limits of the run (the sandbox carries the per-call ones).
+    limits: ResourceLimits = DEFAULT_LIMITS
+    # Stories to run again from the existing checkpoint (attempts reset, branch kept), and
+    # whether every story that ended without passing is run again too.
+    retry: tuple[str, ...] = ()
+    retry_failed: bool = False
+    # A reviewed prd.json (`reqdrive run --plan FILE`): used instead of asking the agent, and
+    # validated like an agent-written one.
+    plan_text: str | None = None
+    # Stop once the plan is made (`reqdrive plan`, `/reqdrive plan`): the engine cancels its
+    # own story loop, so no story starts whatever a reporter does or how late it hears.
+    plan_only: bool = False
+    # Asked before each story: a newer text of the requirement waits to run (a push edited
+    # it), so the loop stops after the story it is on, which is never cut short.
+    superseded: Callable[[], bool] | None = None
+
+    def __post_init__(self) -> None:
+        # The run id names folders under the work dir: refused before any of them is made.
+        check_run_id(self.run_id)

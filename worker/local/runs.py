@@ -15,17 +15,13 @@ from pydantic import ValidationError
 from worker.exceptions import PreflightError
 from worker.model.run_ids import check_run_id
 from worker.model.state import CHECKPOINT_FILE, Checkpoint
+from worker.report.story_states import plural
 from worker.run.run_folder import LOCK_FILE, PROGRESS, RUN_JSON, VERIFICATION_SUMMARY
 
 # An agent call's log (iteration-3.log, iteration-plan-1.log), not a gate's (iteration-3.tests.log).
 AGENT_LOG_RE = re.compile(r"iteration-(?:\d+|plan-\d+)\.log")
 # A run in one of these states is over: its step no longer says anything.
 FINISHED = frozenset({"ready", "draft", "cancelled"})
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 attempt`, `3 attempts`."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 @dataclass
@@ -163,7 +159,10 @@ def render_runs(runs: list[RunLine], *, detail: bool) -> list[str]:
             lines.append(f"  why: {run.why}")
         if detail:
             lines.append(f"  requirement {run.requirement}  branch {run.branch}")
-            lines += [f"  {s.id} {s.state} ({s.attempts} attempts) {s.title}" for s in run.stories]
+            lines += [
+                f"  {s.id} {s.state} ({plural(s.attempts, 'attempt')}) {s.title}"
+                for s in run.stories
+            ]
             if run.stop_reason:
                 lines.append(f"  stopped because {run.stop_reason}")
         if run.error and run.error != run.why:

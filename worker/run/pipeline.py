@@ -144,6 +144,8 @@ class RunSpec:
     # Asked before each story: a newer text of the requirement waits to run (a push edited
     # it), so the loop stops after the story it is on, which is never cut short.
     superseded: Callable[[], bool] | None = None
+    # The config to use instead of the base commit's, and its path (`--config-from-worktree`).
+    config_override: tuple[RepoConfig, str] | None = None
 
     def __post_init__(self) -> None:
         # The run id names folders under the work dir: refused before any of them is made.
@@ -401,7 +403,9 @@ class Pipeline:
 
     def _configure(self) -> None:
         cp = self.cp
-        config, self.config_path = read_repo_config(self.worktree.path, cp.base_sha)
+        config, self.config_path = self.spec.config_override or read_repo_config(
+            self.worktree.path, cp.base_sha
+        )
         self.config: RepoConfig = config
         self.renderer = PromptRenderer(
             load_overrides(self.worktree.path, cp.base_sha, config.prompts),

@@ -115,3 +115,19 @@ def test_plan_ends_with_the_plan_and_lists_the_failing_tests_no_story_claims(
         "ends a draft while they fail:"
     )
     assert "test_broken" in lines[claims + 1] and "test_base" not in done.stdout
+
+
+@pytest.mark.parametrize("named", ["docs/requirements/REQ-001-demo", "docs/requirements/REQ-001"])
+def test_a_requirement_path_without_md_plans_that_file_not_its_words(
+    tmp_path: Path, project: Path, named: str
+) -> None:
+    commit_file(project, "docs/requirements/REQ-0010-other.md", "# REQ-0010\nAnother.\n")
+    scenario = scenario_file(tmp_path, {"plan": [{"prd": prd(1)}]})
+    argv = plan_command(tmp_path, scenario, "--run-id", "demo")
+    argv[argv.index(REQUIREMENT)] = named
+    done = run_cli(project, argv)
+    assert done.returncode == 0, done.stderr
+    assert f"{Path(named).name} is {REQUIREMENT}" in done.stderr
+    assert done.stdout.startswith(f"plan for {REQUIREMENT}: 1 story")
+    prompt = (tmp_path / "work/runs/demo/iteration-plan-1.prompt.md").read_text()
+    assert f'<requirement source="{REQUIREMENT}">\n# REQ-001\nOne small feature.' in prompt

@@ -347,8 +347,11 @@ def _requirement(argument: str, root: Path) -> Requirement:
         return Requirement(
             text=text, source=repo_path or path.name, slug=slugify(path.stem), repo_path=repo_path
         )
-    if REQUIREMENT_ID_RE.match(argument.strip()):
-        return _requirement(_file_named(argument.strip(), root), root)
+    named = Path(argument.strip())
+    if "\n" not in argument and REQUIREMENT_ID_RE.match(named.name):
+        # `REQ-001` anywhere in the checkout; `docs/requirements/REQ-001-x` (no .md) there.
+        folder = root if named.parent == Path(".") else path.parent
+        return _requirement(_file_named(named.name, root, folder), root)
     if PATH_LIKE_RE.match(argument.strip()):
         raise PreflightError(f"requirement file {argument} not found")
     if not argument.strip():
@@ -357,19 +360,24 @@ def _requirement(argument: str, root: Path) -> Requirement:
     return Requirement(text=argument, source="text", slug=slugify(first_line, max_len=40))
 
 
-def _file_named(name: str, root: Path) -> str:
-    """The one requirement file `REQ-001` names in the checkout, or an error listing the choice."""
+def _file_named(name: str, root: Path, folder: Path) -> str:
+    """The one requirement file `REQ-001` (or `REQ-001-x`) names under `folder`: `REQ-001.md`
+    or `REQ-001-*.md`, never `REQ-0010-*.md`; or an error listing the choice."""
+    top = root.resolve()
+    candidates = [*folder.rglob(f"{name}.md"), *folder.rglob(f"{name}-*.md")]
     found = sorted(
-        p.relative_to(root).as_posix()
-        for p in root.rglob(f"{name}*.md")
-        if ".reqdrive" not in p.parts and ".git" not in p.parts
+        {
+            p.resolve().relative_to(top).as_posix()
+            for p in candidates
+            if p.resolve().is_relative_to(top) and not {".reqdrive", ".git"} & set(p.parts)
+        }
     )
     if len(found) == 1:
         print(f"reqdrive: {name} is {found[0]}", file=sys.stderr)
-        return str(root / found[0])
+        return str(top / found[0])
     if not found:
         raise PreflightError(
-            f"no requirement file named {name}*.md in {root}: give the file's path "
+            f"no requirement file named {name}*.md in {folder}: give the file's path "
             "(docs/requirements/REQ-001-name.md) or the requirement's text in quotes"
         )
     raise PreflightError(f"{name} could be any of {', '.join(found)}: give the file's path")

@@ -109,13 +109,18 @@ def test_init_without_a_known_project_says_to_set_the_test_command(
     assert "set testCommand yourself" in out
     assert "a unknown" not in out and "a project of no kind init knows" in out
     config = parse_repo_config((repo / ".github/reqdrive.yml").read_text(), "r.yml")
-    assert config.test_command == "<the command that runs your tests, such as make test>"
+    assert config.test_command is None  # commented out: a run is a draft, never a broken command
     commit_all(repo)
     assert main(["validate"]) == 3
     assert (
-        ".github/reqdrive.yml: key 'testCommand' still holds reqdrive init's placeholder "
-        "<the command that runs your tests, such as make test>: set it"
+        ".github/reqdrive.yml: testCommand is still reqdrive init's commented-out placeholder: "
+        "set it to the command that runs your tests (without a check nothing verifies a story)"
     ) in capsys.readouterr().err.splitlines()
+    yml = repo / ".github/reqdrive.yml"
+    yml.write_text(yml.read_text() + "testCommand: make check\n")
+    commit_all(repo)
+    assert main(["validate"]) == 8  # the template requirement is left; the config is fine
+    assert ".github/reqdrive.yml" not in capsys.readouterr().err
 
 
 def test_init_never_overwrites_without_force(

@@ -8,6 +8,7 @@ import shutil
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from worker.exceptions import PreflightError
 from worker.local.init_toolchain import SKIPPED_DIRS, monorepo_folders, node_tests, python_tests
@@ -17,8 +18,9 @@ from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR, is_requirem
 CONFIG_FILE = ".github/reqdrive.yml"
 EXAMPLE_NAME = "REQ-001-example.md"
 NOTE_WIDTH = 96  # a note's lines as comments in the YAML
-# Written when no test command was found: `reqdrive validate` refuses it until it is replaced.
-TEST_COMMAND_PLACEHOLDER = "<the command that runs your tests, such as make test>"
+# Written, commented out, when no test command was found: `reqdrive validate` refuses the
+# config until testCommand is set (a live placeholder would run as a broken bash line).
+TEST_COMMAND_PLACEHOLDER = "# testCommand: <the command that runs your tests, such as make test>"
 PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
 EXAMPLE_REQUIREMENT = """\
 # REQ-001: <one line saying what to build>
@@ -79,16 +81,21 @@ def detect(root: Path) -> Detected:
 
 
 def described(found: Detected) -> str:
-    """ "a python project", "an unknown kind of project": how init names what it found."""
+    """ "a python project", "a project of no kind init knows": how init names what it found."""
     return f"a {found.stack} project" if found.stack else "a project of no kind init knows"
 
 
-def _monorepo(root: Path, found: Detected) -> None:
+def _package_json(root: Path) -> dict[str, Any]:
+    """package.json's top object, or {} when there is none or it cannot be read."""
     try:
         package = json.loads((root / "package.json").read_text())
     except (ValueError, OSError):
-        package = None
-    source, folders = monorepo_folders(root, package if isinstance(package, dict) else None)
+        return {}
+    return package if isinstance(package, dict) else {}
+
+
+def _monorepo(root: Path, found: Detected) -> None:
+    source, folders = monorepo_folders(root, _package_json(root))
     if folders:
         found.notes.append(
             f"a monorepo ({source}: {', '.join(folders)}): the checks run at the top; if the "
@@ -112,11 +119,7 @@ def _python(root: Path, found: Detected) -> None:
 
 def _node(root: Path, found: Detected) -> None:
     found.stack = "node"
-    try:
-        package = json.loads((root / "package.json").read_text())
-    except (ValueError, OSError):
-        package = {}
-    package = package if isinstance(package, dict) else {}
+    package = _package_json(root)
     tests = node_tests(package)
     found.test_command, found.junit = tests.command, tests.junit
     found.notes += tests.notes
@@ -182,9 +185,9 @@ def render_config(found: Detected) -> str:
         ]
     else:
         lines += [
-            "# The test command the worker runs after every story: init found none, so",
-            "# `reqdrive validate` refuses this placeholder until you replace it.",
-            f"testCommand: {json.dumps(TEST_COMMAND_PLACEHOLDER)}",
+            "# The test command the worker runs after every story: init found none, and",
+            "# `reqdrive validate` refuses this file until you set it.",
+            TEST_COMMAND_PLACEHOLDER,
         ]
     lines += [f"# {line}" for note in found.notes for line in textwrap.wrap(note, NOTE_WIDTH)]
     lines.append("")

@@ -165,10 +165,10 @@ def _runner_command(words: list[str], deps: dict[str, Any]) -> str | None:
     return None
 
 
-def monorepo_folders(root: Path, package: dict[str, Any] | None) -> tuple[str, list[str]]:
+def monorepo_folders(root: Path, package: dict[str, Any]) -> tuple[str, list[str]]:
     """Where the project says its packages are (package.json workspaces), or the folders
     holding a pyproject.toml below the top; with what said so."""
-    workspaces = (package or {}).get("workspaces")
+    workspaces = package.get("workspaces")
     if isinstance(workspaces, dict):
         workspaces = workspaces.get("packages")
     if isinstance(workspaces, list) and workspaces:

@@ -11,6 +11,7 @@ import yaml
 
 from worker.exceptions import PreflightError
 from worker.local.config_drift import config_drift, current_branch
+from worker.local.init_repo import TEST_COMMAND_PLACEHOLDER
 from worker.local.requirement_checks import (
     content_problem,
     meant_as_requirement,
@@ -104,6 +105,14 @@ def _check_config(root: Path, report: Report) -> RepoConfig | None:
         report.config_problems.append(Problem(used, match[1] if match else "", problem))
     if config is not None:
         report.config_problems += _placeholders(load_config_mapping(text, used), used)
+        if TEST_COMMAND_PLACEHOLDER in text and not (
+            config.test_command or config.lint_command or config.gates
+        ):
+            message = (
+                "testCommand is still reqdrive init's commented-out placeholder: set it to the "
+                "command that runs your tests (without a check nothing verifies a story)"
+            )
+            report.config_problems.append(Problem(used, "testCommand", message))
     _check_committed(root, report)
     if config is not None and not (config.test_command or config.lint_command or config.gates):
         report.notes.append(

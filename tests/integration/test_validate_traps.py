@@ -131,3 +131,18 @@ def test_a_config_that_differs_from_the_branch_run_reads_is_refused(tmp_path: Pa
     ]
     commit_all(repo)
     assert validate(repo).returncode == 0
+
+
+def test_a_placeholder_left_as_a_value_is_refused(tmp_path: Path) -> None:
+    config = (
+        'testCommand: "<the command that runs your tests, such as make test>"\n'
+        "gates:\n  - name: types\n    command: <your type checker>\n"
+    )
+    repo = checkout(tmp_path, {CONFIG: config})
+    done = validate(repo)
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == [
+        f"{CONFIG}: key 'testCommand' still holds the placeholder <the command that runs your "
+        "tests, such as make test>: set it",
+        f"{CONFIG}: key 'gates' still holds the placeholder <your type checker>: set it",
+    ]

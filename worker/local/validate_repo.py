@@ -30,7 +30,8 @@ from worker.model.slugs import slugify
 SEEDS_CONFIG = "reqdrive.json"
 YAML_CONFIG = ".github/reqdrive.yml"
 KEY_RE = re.compile(r"^(?:unknown )?key '([^']*)'")
-# A value `reqdrive init` wrote for the user to replace: `<the command that runs your tests>`.
+# A value still written as a placeholder, as init's comments and templates show them:
+# `testCommand: "<the command that runs your tests>"` would run as a broken bash line.
 PLACEHOLDER_RE = re.compile(r"\A<[^<>]+>\Z")
 # Folders under requirementsDir never looked into for misnamed requirements.
 SKIPPED_DIRS = frozenset({".git", ".reqdrive", "node_modules", ".venv"})
@@ -123,7 +124,7 @@ def _check_config(root: Path, report: Report) -> RepoConfig | None:
 
 
 def _placeholders(raw: dict[str, Any], used: str) -> list[Problem]:
-    """The values init left for the user to fill in (a test command it could not detect)."""
+    """The keys whose value (or a gate's field) is still a `<...>` placeholder."""
     found = []
     for key, value in raw.items():
         values = value if isinstance(value, list) else [value]
@@ -131,7 +132,7 @@ def _placeholders(raw: dict[str, Any], used: str) -> list[Problem]:
             texts = item.values() if isinstance(item, dict) else [item]
             left = [t for t in texts if isinstance(t, str) and PLACEHOLDER_RE.match(t.strip())]
             if left:
-                message = f"key '{key}' still holds reqdrive init's placeholder {left[0]}: set it"
+                message = f"key '{key}' still holds the placeholder {left[0]}: set it"
                 found.append(Problem(used, key, message))
     return found
 

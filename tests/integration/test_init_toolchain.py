@@ -162,3 +162,19 @@ def test_monorepo_folders_are_listed_with_a_note(tmp_path: Path) -> None:
     _, out = init(python)
     assert "a monorepo (pyproject.toml files: libs/a, libs/b)" in out
     assert "add a gate per package" in out
+
+
+def test_the_requirements_folder_in_use_is_found_outside_dependency_folders(
+    tmp_path: Path,
+) -> None:
+    repo = checkout(
+        tmp_path,
+        {
+            "setup.py": "",
+            "node_modules/a/REQ-1-dep.md": "# a dependency's file\n",
+            "specs/REQ-003-export.md": "# Export\n",
+        },
+    )
+    config, out = init(repo)
+    assert config.requirements_dir == "specs"
+    assert "wrote specs/REQ-001-example.md" in out

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.exceptions import PreflightError
-from worker.local.init_toolchain import SKIPPED_DIRS, monorepo_folders, node_tests, python_tests
+from worker.local.init_toolchain import monorepo_folders, node_tests, project_files, python_tests
 from worker.model.repo_config import DEFAULT_FORBIDDEN_PATHS
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR, is_requirement_name
 
@@ -71,9 +71,7 @@ def detect(root: Path) -> Detected:
         found.notes.append("no pytest, npm, go or cargo project found: set testCommand yourself")
     _monorepo(root, found)
     existing = sorted(
-        p.parent
-        for p in root.glob("**/*.md")
-        if is_requirement_name(p.name) and not SKIPPED_DIRS.intersection(p.parts)
+        p.parent for p in project_files(root, ("REQ-*.md",)) if is_requirement_name(p.name)
     )
     if existing:
         found.requirements_dir = existing[0].relative_to(root).as_posix()

@@ -90,7 +90,7 @@ def _declares_pytest(root: Path) -> bool:
 def _unittest_files(root: Path) -> list[str]:
     """Test files that import unittest, relative to the top, in order."""
     found = []
-    for path in _project_files(root, PYTHON_TEST_NAMES):
+    for path in project_files(root, PYTHON_TEST_NAMES):
         if UNITTEST_RE.search(path.read_text(errors="replace")):
             found.append(path.relative_to(root).as_posix())
     return found
@@ -175,7 +175,7 @@ def monorepo_folders(root: Path, package: dict[str, Any]) -> tuple[str, list[str
         return "package.json workspaces", [str(w) for w in workspaces]
     nested = sorted(
         p.parent.relative_to(root).as_posix()
-        for p in _project_files(root, ("pyproject.toml",))
+        for p in project_files(root, ("pyproject.toml",))
         if p.parent != root
     )
     if len(nested) > 1 or (nested and (root / "pyproject.toml").is_file()):
@@ -183,7 +183,7 @@ def monorepo_folders(root: Path, package: dict[str, Any]) -> tuple[str, list[str
     return "", []
 
 
-def _project_files(root: Path, patterns: tuple[str, ...]) -> Iterator[Path]:
+def project_files(root: Path, patterns: tuple[str, ...]) -> Iterator[Path]:
     """The project's files matching any pattern, in order, never looking into dependency and
     tool folders (a node_modules holds more files than the project)."""
     seen = 0

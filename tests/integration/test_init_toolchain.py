@@ -178,3 +178,14 @@ def test_the_requirements_folder_in_use_is_found_outside_dependency_folders(
     config, out = init(repo)
     assert config.requirements_dir == "specs"
     assert "wrote specs/REQ-001-example.md" in out
+
+
+def test_notes_in_the_config_keep_each_option_on_one_line(tmp_path: Path) -> None:
+    repo = node_project(tmp_path, {"scripts": {"test": "vitest"}})
+    init(repo)
+    comments = " ".join(
+        line[2:]
+        for line in (repo / ".github/reqdrive.yml").read_text().splitlines()
+        if line.startswith("# ")
+    )
+    assert "npx --no-install never downloads" in comments

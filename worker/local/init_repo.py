@@ -187,7 +187,8 @@ def render_config(found: Detected) -> str:
             "# `reqdrive validate` refuses this file until you set it.",
             TEST_COMMAND_PLACEHOLDER,
         ]
-    lines += [f"# {line}" for note in found.notes for line in textwrap.wrap(note, NOTE_WIDTH)]
+    for note in found.notes:  # never split an option (`--no-install`) across two lines
+        lines += [f"# {line}" for line in textwrap.wrap(note, NOTE_WIDTH, break_on_hyphens=False)]
     lines.append("")
     if found.lint_command:
         lines += [

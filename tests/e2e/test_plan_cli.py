@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_run_bad_input import make_project
+from tests.e2e.test_run_bad_input import commit_file, make_project
 from tests.e2e.test_run_cli import BRANCH, REQUIREMENT, command, git, run_cli, scenario_file
 from tests.integration.test_pipeline import implement, prd
 
@@ -98,3 +98,36 @@ def test_a_reviewed_plan_is_checked_like_the_agents(
     assert done.returncode == code, done.stderr
     assert message.format(path=path) in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "calls.log").exists()  # the agent never planned
+
+
+def test_plan_ends_with_the_plan_and_lists_the_failing_tests_no_story_claims(
+    tmp_path: Path, project: Path
+) -> None:
+    commit_file(project, "tests/test_broken.py", "def test_broken():\n    assert False\n")
+    scenario = scenario_file(tmp_path, {"plan": [{"prd": prd(1)}], "stories": {}})
+    done = run_cli(project, plan_command(tmp_path, scenario, "--run-id", "demo"))
+    assert done.returncode == 0, done.stderr
+    assert "cancelled" not in done.stderr and "stopped because" not in done.stderr
+    assert "planned: 1 story; no story was run" in done.stderr
+    lines = done.stdout.splitlines()
+    claims = lines.index(
+        "no story claims 1 test failing on the base; they stay final checks, and the run "
+        "ends a draft while they fail:"
+    )
+    assert "test_broken" in lines[claims + 1] and "test_base" not in done.stdout
+
+
+@pytest.mark.parametrize("named", ["docs/requirements/REQ-001-demo", "docs/requirements/REQ-001"])
+def test_a_requirement_path_without_md_plans_that_file_not_its_words(
+    tmp_path: Path, project: Path, named: str
+) -> None:
+    commit_file(project, "docs/requirements/REQ-0010-other.md", "# REQ-0010\nAnother.\n")
+    scenario = scenario_file(tmp_path, {"plan": [{"prd": prd(1)}]})
+    argv = plan_command(tmp_path, scenario, "--run-id", "demo")
+    argv[argv.index(REQUIREMENT)] = named
+    done = run_cli(project, argv)
+    assert done.returncode == 0, done.stderr
+    assert f"{Path(named).name} is {REQUIREMENT}" in done.stderr
+    assert done.stdout.startswith(f"plan for {REQUIREMENT}: 1 story")
+    prompt = (tmp_path / "work/runs/demo/iteration-plan-1.prompt.md").read_text()
+    assert f'<requirement source="{REQUIREMENT}">\n# REQ-001\nOne small feature.' in prompt

@@ -30,14 +30,30 @@ EXPECTED = {
 }
 
 
-def checkout(tmp_path: Path, files: dict[str, str]) -> Path:
+DONE_WHEN = "\n## Done when\n\n- it can be checked\n"
+
+
+def checkout(tmp_path: Path, files: dict[str, str], *, commit: bool = True) -> Path:
+    """A repository holding `files`, committed on main unless told (`run` reads its config
+    from the branch, so validate refuses an uncommitted one)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
     for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
+    if commit:
+        commit_all(repo)
     return repo
+
+
+def commit_all(repo: Path) -> None:
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "files"],
+        cwd=repo,
+        check=True,
+    )
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
@@ -48,6 +64,7 @@ def test_init_writes_a_valid_commented_config_for_the_layout(
     monkeypatch.chdir(repo)
     assert main(["init"]) == 0
     text = (repo / ".github/reqdrive.yml").read_text()
+    example = repo / "docs/requirements/REQ-001-example.md"
     assert text.startswith("# reqdrive's settings") and f"for a {layout} project" in text
     config = parse_repo_config(text, ".github/reqdrive.yml")
     for key, value in EXPECTED[layout].items():
@@ -59,6 +76,9 @@ def test_init_writes_a_valid_commented_config_for_the_layout(
     assert (
         "reqdrive validate" in out and "reqdrive plan docs/requirements/REQ-001-example.md" in out
     )
+    assert main(["validate"]) == 3  # the template untouched, the config not committed
+    example.write_text("# REQ-001: Export\n" + DONE_WHEN)
+    commit_all(repo)
     assert main(["validate"]) == 0
 
 
@@ -70,7 +90,12 @@ def test_init_names_the_per_test_report_it_found(
     assert main(["init"]) == 0
     config = parse_repo_config((repo / ".github/reqdrive.yml").read_text(), "r.yml")
     assert [(g.name, g.command, g.junit) for g in config.gates] == [
-        ("tests", "npm test", "junit.xml")
+        (
+            "tests",
+            "JEST_JUNIT_OUTPUT_FILE=reqdrive-junit.xml npx --no-install jest --ci "
+            "--reporters=default --reporters=jest-junit",
+            "reqdrive-junit.xml",
+        )
     ]
 
 
@@ -80,10 +105,22 @@ def test_init_without_a_known_project_says_to_set_the_test_command(
     repo = checkout(tmp_path, {"README": "x"})
     monkeypatch.chdir(repo)
     assert main(["init"]) == 0
-    assert "set testCommand yourself" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "set testCommand yourself" in out
+    assert "a unknown" not in out and "a project of no kind init knows" in out
+    config = parse_repo_config((repo / ".github/reqdrive.yml").read_text(), "r.yml")
+    assert config.test_command is None  # commented out: a run is a draft, never a broken command
+    commit_all(repo)
+    assert main(["validate"]) == 3
     assert (
-        parse_repo_config((repo / ".github/reqdrive.yml").read_text(), "r.yml").test_command is None
-    )
+        ".github/reqdrive.yml: testCommand is still reqdrive init's commented-out placeholder: "
+        "set it to the command that runs your tests (without a check nothing verifies a story)"
+    ) in capsys.readouterr().err.splitlines()
+    yml = repo / ".github/reqdrive.yml"
+    yml.write_text(yml.read_text() + "testCommand: make check\n")
+    commit_all(repo)
+    assert main(["validate"]) == 8  # the template requirement is left; the config is fine
+    assert ".github/reqdrive.yml" not in capsys.readouterr().err
 
 
 def test_init_never_overwrites_without_force(
@@ -117,10 +154,10 @@ def test_validate_lists_every_problem_on_its_own_line_and_exits_3(
         tmp_path,
         {
             ".github/reqdrive.yml": "testComand: pytest\nmaxIterations: 0\nprompts: ../../etc\n",
-            "docs/requirements/REQ-001-a.md": "# A\n",
+            "docs/requirements/REQ-001-a.md": "# A\n" + DONE_WHEN,
             "docs/requirements/REQ-002-empty.md": "  \n",
-            "docs/requirements/REQ-a_b.md": "x\n",
-            "docs/requirements/REQ-a-b.md": "y\n",
+            "docs/requirements/REQ-a_b.md": "x\n" + DONE_WHEN,
+            "docs/requirements/REQ-a-b.md": "y\n" + DONE_WHEN,
         },
     )
     assert main(["validate", str(repo)]) == 3
@@ -172,7 +209,7 @@ def test_validate_checks_the_requirements_in_the_configured_folder_only(
         {
             ".github/reqdrive.yml": "requirementsDir: specs/\ntestCommand: pytest\n",
             "specs/REQ-002-x.md": "",
-            "specs/drafts/REQ-004-later.md": "",  # a subfolder: never a trigger
+            "specs/drafts/later.md": "",  # a draft, under a name no rule is meant to match
             "specs/notes.md": "",
             "notes/REQ-003-y.md": "",
             "docs/requirements/REQ-001.md": "",  # the default folder, moved away by the config
@@ -200,7 +237,16 @@ def test_validate_write_converts_the_seeds_reqdrive_json(
     repo = checkout(tmp_path, {"reqdrive.json": json.dumps(seeds)})
     assert main(["validate", str(repo)]) == 3  # completionHook is no key of ours
     assert "unknown key 'completionHook'" in capsys.readouterr().err
-    assert main(["validate", str(repo), "--write"]) == 0
+    assert main(["validate", str(repo), "--write"]) == 3  # the new file is not committed yet
+    assert (
+        ".github/reqdrive.yml: is not committed on main, and run reads the config on main: "
+        "commit it, or use --config-from-worktree"
+    ) in capsys.readouterr().err
+    commit_all(repo)
+    assert main(["validate", str(repo)]) == 0
+    (repo / ".github/reqdrive.yml").unlink()
+    commit_all(repo)
+    assert main(["validate", str(repo), "--write"]) == 3
     out = capsys.readouterr().out
     assert "wrote .github/reqdrive.yml from reqdrive.json" in out
     assert "completionHook: reqdrive runs no completion hook" in out and "model: moved" in out

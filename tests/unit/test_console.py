@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 
 from tests.support.run_results import gate, result, story
-from worker.model.state import AttemptOutcome, AttemptRecord, StoryState
+from worker.model.gates import GateResult
+from worker.model.state import AttemptOutcome, AttemptRecord, StopReason, StoryState
 from worker.report.console import ConsoleReporter
 
 
@@ -41,3 +42,41 @@ def test_the_console_counts_one_planned_story_as_one_story() -> None:
         "plan: 1 story",
         "plan: 2 stories",
     ]
+
+
+def story_line(outcome: AttemptOutcome, reason: str, gates: list[GateResult]) -> str:
+    out = io.StringIO()
+    state = StoryState.PASSED if outcome is AttemptOutcome.PASSED else StoryState.FAILED
+    record = story("US-001", state)
+    attempt = AttemptRecord(iteration=1, attempt=1, outcome=outcome, reason=reason, gates=gates)
+    ConsoleReporter(out).story_finished(record, attempt)
+    return out.getvalue().strip()
+
+
+def test_a_failed_gate_beside_a_passed_story_says_it_failed_before_the_story_too() -> None:
+    line = story_line(
+        AttemptOutcome.PASSED,
+        "",
+        [gate("tests", False, failed=["tests/test_old.py::test_broken"]), gate("lint", True)],
+    )
+    assert line == (
+        "US-001 attempt 1 passed [tests failed as before this story (1 failing test not its "
+        "own), lint ok] → story passed (0.0s)"
+    )
+    assert "FAILED" not in line
+
+
+def test_an_outcome_whose_reason_repeats_it_is_said_once() -> None:
+    line = story_line(AttemptOutcome.NO_CHANGES, "no changes", [])
+    assert line == "US-001 attempt 1 no changes → story failed (0.0s)"
+    line = story_line(AttemptOutcome.NO_CHANGES, "no changes outside forbidden paths", [])
+    assert "attempt 1 no changes outside forbidden paths → story" in line
+
+
+def test_a_plan_only_run_ends_with_the_plan_not_a_cancellation() -> None:
+    out = io.StringIO()
+    cancelled = result(
+        ready=False, draft_reason="the run was cancelled", stop_reason=StopReason.CANCELLED
+    )
+    ConsoleReporter(out, plan_only=True).run_finished(cancelled)
+    assert out.getvalue() == "planned: 2 stories; no story was run\n"

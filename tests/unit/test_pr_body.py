@@ -225,3 +225,15 @@ def test_agent_text_cannot_close_other_issues_or_ping_people() -> None:
     assert closing == ["Closes #12"]  # reqdrive's own, for the triggering issue, and no other
     assert not re.search(r"(?<![\w`])@[A-Za-z0-9]", body)
     assert "Export, c\u200dloses #2" in body  # still readable
+
+
+def test_one_attempt_and_a_repeated_reason_read_as_english() -> None:
+    no_change = AttemptRecord(
+        iteration=1, attempt=1, outcome=AttemptOutcome.NO_CHANGES, reason="no changes"
+    )
+    failed = story("US-001", StoryState.FAILED).model_copy(update={"attempts": [no_change]})
+    body = render_pr_body(result(stories=[failed], ready=False, draft_reason="x"))
+    assert "1 agent attempt," in body and "1 agent attempts" not in body
+    assert "- attempt 1: no changes\n" in body + "\n" and "no changes: no changes" not in body
+    two = render_pr_body(result())
+    assert "2 agent attempts," in two

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import json
 import shutil
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from worker.exceptions import PreflightError
+from worker.local.init_toolchain import monorepo_folders, node_tests, project_files, python_tests
 from worker.model.repo_config import DEFAULT_FORBIDDEN_PATHS
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR, is_requirement_name
 
 CONFIG_FILE = ".github/reqdrive.yml"
 EXAMPLE_NAME = "REQ-001-example.md"
-SKIPPED_DIRS = frozenset({".git", ".reqdrive", "node_modules", "vendor", "target", ".venv"})
+NOTE_WIDTH = 96  # a note's lines as comments in the YAML
+# Written, commented out, when no test command was found: `reqdrive validate` refuses the
+# config until testCommand is set (a live placeholder would run as a broken bash line).
+TEST_COMMAND_PLACEHOLDER = "# testCommand: <the command that runs your tests, such as make test>"
 PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
 EXAMPLE_REQUIREMENT = """\
 # REQ-001: <one line saying what to build>
@@ -42,7 +48,7 @@ EXAMPLE_REQUIREMENT = """\
 class Detected:
     """What init found in the checkout, each with the reason it was chosen."""
 
-    stack: str = "unknown"
+    stack: str = ""  # "" when no known project was found
     test_command: str | None = None
     lint_command: str | None = None
     junit: str | None = None  # a report path the test command writes, when it writes one
@@ -63,20 +69,44 @@ def detect(root: Path) -> Detected:
         _python(root, found)
     else:
         found.notes.append("no pytest, npm, go or cargo project found: set testCommand yourself")
+    _monorepo(root, found)
     existing = sorted(
-        p.parent
-        for p in root.glob("**/*.md")
-        if is_requirement_name(p.name) and not SKIPPED_DIRS.intersection(p.parts)
+        p.parent for p in project_files(root, ("REQ-*.md",)) if is_requirement_name(p.name)
     )
     if existing:
         found.requirements_dir = existing[0].relative_to(root).as_posix()
     return found
 
 
+def described(found: Detected) -> str:
+    """ "a python project", "a project of no kind init knows": how init names what it found."""
+    return f"a {found.stack} project" if found.stack else "a project of no kind init knows"
+
+
+def _package_json(root: Path) -> dict[str, Any]:
+    """package.json's top object, or {} when there is none or it cannot be read."""
+    try:
+        package = json.loads((root / "package.json").read_text())
+    except (ValueError, OSError):
+        return {}
+    return package if isinstance(package, dict) else {}
+
+
+def _monorepo(root: Path, found: Detected) -> None:
+    source, folders = monorepo_folders(root, _package_json(root))
+    if folders:
+        found.notes.append(
+            f"a monorepo ({source}: {', '.join(folders)}): the checks run at the top; if the "
+            "top's test command does not test every package, add a gate per package "
+            "(gates: - name: <package>, command: cd <folder> && <its test command>)"
+        )
+
+
 def _python(root: Path, found: Detected) -> None:
     found.stack = "python"
-    # The worker asks pytest for JUnit XML itself (PYTEST_ADDOPTS): no report path needed.
-    found.test_command = "python -m pytest -q"
+    tests = python_tests(root)
+    found.test_command, found.junit = tests.command, tests.junit
+    found.notes += tests.notes
     pyproject = root / "pyproject.toml"
     text = pyproject.read_text(errors="replace") if pyproject.is_file() else ""
     if "[tool.ruff" in text or (root / "ruff.toml").is_file():
@@ -87,25 +117,12 @@ def _python(root: Path, found: Detected) -> None:
 
 def _node(root: Path, found: Detected) -> None:
     found.stack = "node"
-    try:
-        package = json.loads((root / "package.json").read_text())
-    except (ValueError, OSError):
-        package = {}
-    scripts = package.get("scripts", {}) if isinstance(package, dict) else {}
-    scripts = scripts if isinstance(scripts, dict) else {}
-    deps = {**package.get("devDependencies", {}), **package.get("dependencies", {})}
-    if "test" in scripts:
-        found.test_command = "npm test"
-        if "jest-junit" in deps:
-            found.junit = "junit.xml"  # jest-junit's default output
-        else:
-            found.notes.append(
-                "npm test reports no per-test results: add jest-junit (or your runner's JUnit "
-                "reporter) and name its file with `junit:` for per-test verdicts"
-            )
-    else:
-        found.notes.append("package.json has no test script: set testCommand yourself")
-    if "lint" in scripts:
+    package = _package_json(root)
+    tests = node_tests(package)
+    found.test_command, found.junit = tests.command, tests.junit
+    found.notes += tests.notes
+    scripts = package.get("scripts")
+    if isinstance(scripts, dict) and "lint" in scripts:
         found.lint_command = "npm run lint"
 
 
@@ -143,8 +160,7 @@ def render_config(found: Detected) -> str:
     """The commented YAML written to .github/reqdrive.yml."""
     lines = [
         "# reqdrive's settings for this repository, read from the base branch (the agent cannot",
-        "# change them on its own branch). Written by `reqdrive init` for a "
-        f"{found.stack} project;",
+        f"# change them on its own branch). Written by `reqdrive init` for {described(found)};",
         "# check it with `reqdrive validate`. Every key: docs/configuration.md in reqdrive.",
         "",
         "# Where REQ-*.md requirements live; a push adding or changing one starts a run.",
@@ -167,10 +183,12 @@ def render_config(found: Detected) -> str:
         ]
     else:
         lines += [
-            "# The test command the worker runs after every story.",
-            "# testCommand: make test",
+            "# The test command the worker runs after every story: init found none, and",
+            "# `reqdrive validate` refuses this file until you set it.",
+            TEST_COMMAND_PLACEHOLDER,
         ]
-    lines += [f"# {note}" for note in found.notes]
+    for note in found.notes:  # never split an option (`--no-install`) across two lines
+        lines += [f"# {line}" for line in textwrap.wrap(note, NOTE_WIDTH, break_on_hyphens=False)]
     lines.append("")
     if found.lint_command:
         lines += [

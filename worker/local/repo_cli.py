@@ -12,7 +12,7 @@ from pathlib import Path
 
 from worker.confine.redact import Redactor
 from worker.exceptions import ReqdriveError
-from worker.local.init_repo import init_repository
+from worker.local.init_repo import described, init_repository
 from worker.local.run_cli import SECRET_ENV_RE, ExitCode, exit_code_for, repo_root
 from worker.local.runs import current_log, holder, progress_path, run_folder
 from worker.local.validate_repo import SEEDS_CONFIG, convert_seeds_config, validate_repository
@@ -36,12 +36,13 @@ def init_main(argv: Sequence[str]) -> int:
         print(f"reqdrive init: {error}", file=sys.stderr)
         return int(exit_code_for(error))
     names = [p.relative_to(root).as_posix() for p in written]
-    print(f"reqdrive init: a {found.stack} project")
+    print(f"reqdrive init: {described(found)}")
     for name in names:
         print(f"  wrote {name}")
     for note in found.notes:
         print(f"  note: {note}")
-    print("Next: review the files, then")
+    print(f"Next: review {names[0]}, write the requirement over the template in {names[1]}")
+    print("(validate refuses the template as it is), then")
     print(f"  git add {' '.join(names)} && git commit -m 'reqdrive: configuration'")
     print("  reqdrive validate")
     print(f"  reqdrive plan {names[1]}")

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import re
-import shlex
 import signal
 import sys
 import threading
@@ -38,13 +37,14 @@ from worker.exceptions import (
     WorkspaceError,
 )
 from worker.git.runner import run_git
-from worker.model.prd import MAX_PRD_BYTES, Prd
+from worker.local.config_drift import FROM_WORKTREE_OPTION, config_drift, config_from_worktree
+from worker.local.plan_output import print_plan, run_command
+from worker.model.prd import MAX_PRD_BYTES
 from worker.model.run_ids import check_run_id
 from worker.model.slugs import slugify
 from worker.model.state import RunResult, StopReason
 from worker.report.console import ConsoleReporter
 from worker.report.protocol import Reporter
-from worker.report.story_states import count_stories
 from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline
 from worker.run.run_folder import PRD_JSON
@@ -135,6 +135,12 @@ def build_parser(*, plan_only: bool = False) -> argparse.ArgumentParser:
         "else off on your own machine: the agent can then read what you can)",
     )
     parser.add_argument(
+        FROM_WORKTREE_OPTION,
+        action="store_true",
+        help="use .github/reqdrive.yml as it is in the working tree, not as committed on the "
+        "base branch (nothing is committed for it)",
+    )
+    parser.add_argument(
         "--gate-path",
         help="PATH the checks run with, e.g. .venv/bin:/usr/bin:/bin to pick their python "
         "(default $REQDRIVE_GATE_PATH, else your PATH)",
@@ -151,7 +157,7 @@ def main(argv: Sequence[str] | None = None, *, plan_only: bool = False) -> int:
     try:
         spec = _spec(args, plan_only=plan_only)
         store = FileCheckpointStore(spec.work_dir / "runs")
-        reporter: Reporter = ConsoleReporter(sys.stderr if plan_only else None)
+        reporter: Reporter = ConsoleReporter(sys.stderr if plan_only else None, plan_only=plan_only)
         pipeline = Pipeline(spec, reporter=reporter, checkpoints=store, cancel=cancel)
         redactor = pipeline.redactor
         result = pipeline.run()
@@ -162,7 +168,7 @@ def main(argv: Sequence[str] | None = None, *, plan_only: bool = False) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     if plan_only:
-        return _print_plan(pipeline, args.requirement, json_output=args.json)
+        return _print_plan(pipeline, result, args.requirement, json_output=args.json)
     code = run_exit_code(result)
     if args.json:
         print(json.dumps(outcome_json(result, code), indent=2))
@@ -202,26 +208,17 @@ def plan_main(argv: Sequence[str]) -> int:
     return main(argv, plan_only=True)
 
 
-def _print_plan(pipeline: Pipeline, requirement: str, *, json_output: bool) -> int:
+def _print_plan(
+    pipeline: Pipeline, result: RunResult, requirement: str, *, json_output: bool
+) -> int:
     prd_path = pipeline.folder.file(PRD_JSON)
     if not prd_path.exists():  # stopped (Ctrl-C) before the plan was made
         return int(ExitCode.USER_ABORT)
     if json_output:
         print(prd_path.read_text(), end="")
-        return int(ExitCode.SUCCESS)
-    prd = Prd.model_validate_json(prd_path.read_text())
-    print(f"plan for {pipeline.spec.requirement.source}: {count_stories(len(prd.user_stories))}")
-    for story in sorted(prd.user_stories, key=lambda s: (s.priority, s.id)):
-        print(f"{story.id} (priority {story.priority}) {story.title}")
-        for criterion in story.acceptance_criteria:
-            print(f"  - {criterion}")
-        owned = ", ".join(story.tests) if story.tests else "none (judged on the others passing)"
-        print(f"  tests: {owned}")
-    print(f"prd.json: {prd_path}")
-    print(
-        f"next: reqdrive run {shlex.quote(requirement)} --run-id {pipeline.spec.run_id} "
-        "(or edit prd.json and add --plan FILE)"
-    )
+    else:
+        source = pipeline.spec.requirement.source
+        print_plan(prd_path, result, source, run_command(requirement, pipeline.spec.run_id))
     return int(ExitCode.SUCCESS)
 
 
@@ -253,6 +250,10 @@ def _spec(args: argparse.Namespace, *, plan_only: bool = False) -> RunSpec:
         check=False,
     ):
         raise PreflightError(f"base branch {base!r} does not exist in {root}")
+    override = config_from_worktree(root) if args.config_from_worktree else None
+    drift = None if override else config_drift(root, base)
+    if drift is not None:
+        print(f"reqdrive: warning: {drift.path} {drift.message()}", file=sys.stderr)
     env = dict(os.environ)
     work_dir = args.work_dir or Path(env.get("REQDRIVE_WORK_DIR") or root / ".reqdrive")
     _keep_out_of_git_status(work_dir.resolve(), root.resolve())
@@ -272,6 +273,7 @@ def _spec(args: argparse.Namespace, *, plan_only: bool = False) -> RunSpec:
         gate_path=args.gate_path or env.get("REQDRIVE_GATE_PATH") or None,
         limits=_limits(env),
         sandbox=_sandbox(args.sandbox or env.get("REQDRIVE_SANDBOX") or "off", env),
+        config_override=override,
     )
 
 
@@ -358,8 +360,11 @@ def _requirement(argument: str, root: Path) -> Requirement:
         return Requirement(
             text=text, source=repo_path or path.name, slug=slugify(path.stem), repo_path=repo_path
         )
-    if REQUIREMENT_ID_RE.match(argument.strip()):
-        return _requirement(_file_named(argument.strip(), root), root)
+    named = Path(argument.strip())
+    if "\n" not in argument and REQUIREMENT_ID_RE.match(named.name):
+        # `REQ-001` anywhere in the checkout; `docs/requirements/REQ-001-x` (no .md) there.
+        folder = root if named.parent == Path(".") else path.parent
+        return _requirement(_file_named(named.name, root, folder), root)
     if PATH_LIKE_RE.match(argument.strip()):
         raise PreflightError(f"requirement file {argument} not found")
     if not argument.strip():
@@ -368,19 +373,24 @@ def _requirement(argument: str, root: Path) -> Requirement:
     return Requirement(text=argument, source="text", slug=slugify(first_line, max_len=40))
 
 
-def _file_named(name: str, root: Path) -> str:
-    """The one requirement file `REQ-001` names in the checkout, or an error listing the choice."""
+def _file_named(name: str, root: Path, folder: Path) -> str:
+    """The one requirement file `REQ-001` (or `REQ-001-x`) names under `folder`: `REQ-001.md`
+    or `REQ-001-*.md`, never `REQ-0010-*.md`; or an error listing the choice."""
+    top = root.resolve()
+    candidates = [*folder.rglob(f"{name}.md"), *folder.rglob(f"{name}-*.md")]
     found = sorted(
-        p.relative_to(root).as_posix()
-        for p in root.rglob(f"{name}*.md")
-        if ".reqdrive" not in p.parts and ".git" not in p.parts
+        {
+            p.resolve().relative_to(top).as_posix()
+            for p in candidates
+            if p.resolve().is_relative_to(top) and not {".reqdrive", ".git"} & set(p.parts)
+        }
     )
     if len(found) == 1:
         print(f"reqdrive: {name} is {found[0]}", file=sys.stderr)
-        return str(root / found[0])
+        return str(top / found[0])
     if not found:
         raise PreflightError(
-            f"no requirement file named {name}*.md in {root}: give the file's path "
+            f"no requirement file named {name}*.md in {folder}: give the file's path "
             "(docs/requirements/REQ-001-name.md) or the requirement's text in quotes"
         )
     raise PreflightError(f"{name} could be any of {', '.join(found)}: give the file's path")

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from worker.exceptions import PreflightError
 from worker.model.run_ids import check_run_id
 from worker.model.state import Checkpoint
+from worker.report.story_states import plural
 from worker.run.checkpoint_file import CHECKPOINT_FILE
 from worker.run.run_folder import LOCK_FILE, PROGRESS, RUN_JSON, VERIFICATION_SUMMARY
 
@@ -22,11 +23,6 @@ from worker.run.run_folder import LOCK_FILE, PROGRESS, RUN_JSON, VERIFICATION_SU
 AGENT_LOG_RE = re.compile(r"iteration-(?:\d+|plan-\d+)\.log")
 # A run in one of these states is over: its step no longer says anything.
 FINISHED = frozenset({"ready", "draft", "cancelled"})
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 attempt`, `3 attempts`."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 @dataclass
@@ -164,7 +160,10 @@ def render_runs(runs: list[RunLine], *, detail: bool) -> list[str]:
             lines.append(f"  why: {run.why}")
         if detail:
             lines.append(f"  requirement {run.requirement}  branch {run.branch}")
-            lines += [f"  {s.id} {s.state} ({s.attempts} attempts) {s.title}" for s in run.stories]
+            lines += [
+                f"  {s.id} {s.state} ({plural(s.attempts, 'attempt')}) {s.title}"
+                for s in run.stories
+            ]
             if run.stop_reason:
                 lines.append(f"  stopped because {run.stop_reason}")
         if run.error and run.error != run.why:

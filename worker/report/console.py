@@ -7,14 +7,22 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
-from worker.report.story_states import STATE_ICONS, count_stories, story_counts
+from worker.report.story_states import (
+    STATE_ICONS,
+    attempt_outcome,
+    count_stories,
+    gate_summary,
+    story_counts,
+)
 
 
 class ConsoleReporter:
     """One line per event, as it happens, for `reqdrive run` in a terminal."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, plan_only: bool = False) -> None:
         self._stream = stream or sys.stdout
+        # `reqdrive plan`: the engine stops itself after the plan, which is no cancellation.
+        self._plan_only = plan_only
 
     def _say(self, text: str) -> None:
         print(text, file=self._stream, flush=True)
@@ -42,15 +50,17 @@ class ConsoleReporter:
         self._say(f"→ {story.id} attempt {attempt} (iteration {iteration}): {story.title}")
 
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
-        gates = ", ".join(f"{g.name} {'ok' if g.passed else 'FAILED'}" for g in attempt.gates)
+        gates = gate_summary(attempt)
         detail = f" [{gates}]" if gates else ""
-        why = f": {attempt.reason}" if attempt.reason else ""
         self._say(
-            f"  {story.id} attempt {attempt.attempt} {attempt.outcome}{why}{detail} "
+            f"  {story.id} attempt {attempt.attempt} {attempt_outcome(attempt)}{detail} "
             f"→ story {story.state} ({attempt.duration_s:.1f}s)"
         )
 
     def run_finished(self, result: RunResult) -> None:
+        if self._plan_only:
+            self._say(f"planned: {count_stories(len(result.stories))}; no story was run")
+            return
         verdict = "ready for review" if result.ready else f"draft: {result.draft_reason}"
         self._say(
             f"done: {story_counts(result.stories)}; stopped because {result.stop_reason}; {verdict}"

@@ -8,7 +8,7 @@ from worker.model.control_chars import escape_control
 from worker.model.gates import GateResult
 from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState, TestCheck
 from worker.report.inert_text import neutralize
-from worker.report.story_states import STATE_ICONS, story_counts
+from worker.report.story_states import STATE_ICONS, attempt_outcome, plural, story_counts
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
 
@@ -110,8 +110,7 @@ def _story_details(stories: Sequence[StoryRecord]) -> str:
         lines += _test_lines(s)
         for attempt in s.attempts:
             if attempt.outcome is not AttemptOutcome.PASSED or attempt.reason:
-                why = f": {_inline(attempt.reason)}" if attempt.reason else ""
-                lines.append(f"- attempt {attempt.attempt}: {attempt.outcome}{why}")
+                lines.append(f"- attempt {attempt.attempt}: {_inline(attempt_outcome(attempt))}")
             if attempt.gate_changes:
                 lines.append(
                     f"- attempt {attempt.attempt} changed what a gate runs: "
@@ -238,7 +237,7 @@ def _time_and_cost(result: RunResult) -> str:
     attempts = sum(len(s.attempts) for s in result.stories)
     minutes, seconds = divmod(int(result.duration_s), 60)
     return (
-        f"### Time and cost\n\n{minutes}m {seconds:02d}s, {attempts} agent attempts, "
+        f"### Time and cost\n\n{minutes}m {seconds:02d}s, {plural(attempts, 'agent attempt')}, "
         f"${result.cost_usd:.2f} reported by the agent."
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.model.state import StoryRecord, StoryState
+from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 
 STATE_ICONS = {
     StoryState.PASSED: "✅",
@@ -21,6 +21,40 @@ STATE_ORDER = (
     StoryState.FAILED,
     StoryState.PENDING,
 )
+
+
+# Outcomes whose commit stays: a gate failing beside them failed before the story too.
+KEPT_OUTCOMES = (AttemptOutcome.PASSED, AttemptOutcome.NEEDS_REVIEW, AttemptOutcome.UNVERIFIED)
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 attempt", "3 attempts": every count shown to a person, in one place."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def attempt_outcome(attempt: AttemptRecord) -> str:
+    """ "gates failed: t1 still fails", "no changes outside forbidden paths": the outcome and
+    its reason, said once when the reason starts with the outcome's own words."""
+    reason, outcome = attempt.reason.strip(), str(attempt.outcome)
+    if not reason:
+        return outcome
+    return reason if reason.startswith(outcome) else f"{outcome}: {reason}"
+
+
+def gate_summary(attempt: AttemptRecord) -> str:
+    """ "tests ok, lint failed as before this story (2 failing tests not its own)": what each
+    gate did, so a failed gate beside a kept attempt says why it did not count against it."""
+    parts = []
+    for gate in attempt.gates:
+        if gate.passed:
+            parts.append(f"{gate.name} ok")
+        elif attempt.outcome in KEPT_OUTCOMES:
+            failed = gate.failed_tests
+            detail = f" ({plural(len(failed), 'failing test')} not its own)" if failed else ""
+            parts.append(f"{gate.name} failed as before this story{detail}")
+        else:
+            parts.append(f"{gate.name} FAILED")
+    return ", ".join(parts)
 
 
 def count_stories(n: int) -> str:

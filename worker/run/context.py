@@ -92,7 +92,7 @@ def configure(
     """The configure step: the repository's config, prompts, agent and gates, read from the
     base commit; `runner` replaces the configured agent (tests, benchmarks)."""
     base_sha = journal.cp.base_sha
-    config, config_path = read_repo_config(git.path, base_sha)
+    config, config_path = spec.config_override or read_repo_config(git.path, base_sha)
     settings = AgentSettings(
         runner=spec.agent_runner or config.agent.runner or spec.default_runner,
         model=config.agent_model,

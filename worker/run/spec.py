@@ -10,6 +10,7 @@ from pathlib import Path
 from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.sandbox import Sandbox
 from worker.git.runner import CredentialsProvider
+from worker.model.repo_config import RepoConfig
 from worker.model.run_ids import check_run_id
 
 
@@ -66,6 +67,8 @@ class RunSpec:
     # Asked before each story: a newer text of the requirement waits to run (a push edited
     # it), so the loop stops after the story it is on, which is never cut short.
     superseded: Callable[[], bool] | None = None
+    # The config to use instead of the base commit's, and its path (`--config-from-worktree`).
+    config_override: tuple[RepoConfig, str] | None = None
 
     def __post_init__(self) -> None:
         # The run id names folders under the work dir: refused before any of them is made.

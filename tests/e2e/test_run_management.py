@@ -144,6 +144,10 @@ def test_continue_goes_on_from_the_earlier_runs_branch(tmp_path: Path, checkout:
         "feat: [US-001] - Feature 1",
     ]
     assert git(checkout, "merge-base", "--is-ancestor", earlier, BRANCH) == ""
+    # The stories were measured against the earlier head, and the body does not call it the base.
+    body = (tmp_path / "work/runs/third/pr.md").read_text()
+    assert f"the stories started from `{earlier[:12]}`" in body
+    assert "Every test passed on the starting commit" in body and "the base commit" not in body
 
 
 def test_discard_removes_branch_worktree_and_folder_and_the_next_run_starts_clean(

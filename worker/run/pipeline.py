@@ -392,6 +392,7 @@ class Pipeline:
             base_sha=worktree.base_sha,
             head_sha=start,
             pushed_sha=start if worktree.resumed else None,
+            start_sha=start if worktree.resumed else None,
         )
 
     def _configure(self) -> None:

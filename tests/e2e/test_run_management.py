@@ -118,8 +118,16 @@ def test_a_new_run_id_after_a_draft_measures_the_real_base_not_the_drafts_branch
         "stories": {"US-001": [implement(1)], "US-002": [implement(2, correct=False)]},
     }
     assert run(tmp_path, checkout, draft, "--run-id", "draft").returncode == 9
-
     scenario = {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}}
+    git(checkout, "checkout", "-q", BRANCH)  # the developer looks at the draft's branch
+
+    looking = run(tmp_path, checkout, scenario, "--run-id", "next")
+
+    assert looking.returncode == 4
+    assert "switch to another branch there, or build on it with --continue draft" in (
+        looking.stderr
+    )
+    git(checkout, "checkout", "-q", "main")
     done = run(tmp_path, checkout, scenario, "--run-id", "next")
 
     assert done.returncode == 0, done.stderr

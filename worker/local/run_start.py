@@ -8,7 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from worker.confine.redact import Redactor
-from worker.exceptions import PreflightError
+from worker.exceptions import GitError, PreflightError, WorkspaceError
 from worker.git.cache import RepositoryCache
 from worker.local.runs import RunLine, list_runs, read_run, run_folder
 from worker.model.state import CHECKPOINT_FILE
@@ -90,7 +90,16 @@ def _set_aside(
     owner = next((run for run in runs if run.head_sha == head), runs[0] if runs else None)
     name = owner.run_id if owner else f"{spec.requirement.slug}-{head[:12]}"
     kept = KEPT_REF.format(run_id=name)
-    cache.update_remote_refs(spec.remote_url, {kept: (None, head), ref: (head, None)}, credentials)
+    try:
+        cache.update_remote_refs(
+            spec.remote_url, {kept: (None, head), ref: (head, None)}, credentials
+        )
+    except GitError as error:  # the push is atomic: nothing changed
+        raise WorkspaceError(
+            f"{branch} could not be set aside for this run ({error}); if it is checked out in "
+            f"{spec.remote_url}, switch to another branch there, or build on it with "
+            f"--continue {name}"
+        ) from None
     said = f"run {name}'s work" if owner else "earlier work"
     say(
         f"{branch} held {said} ({head[:12]}), now kept as {kept}; this run starts from "

@@ -213,3 +213,23 @@ def test_a_live_run_is_neither_discarded_nor_replaced(tmp_path: Path, checkout: 
     assert (tmp_path / "work/runs/live").is_dir()
     assert other.returncode == 8
     assert f"run live is already running (pid {live.pid}) on branch {BRANCH}" in other.stderr
+
+
+def test_discard_on_a_terminal_asks_and_no_keeps_the_run(tmp_path: Path, checkout: Path) -> None:
+    bad_plan: dict[str, Any] = {"plan": [{"prd": {"userStories": []}}]}
+    assert run(tmp_path, checkout, bad_plan, "--run-id", "asked").returncode == 5
+    controller, terminal = os.openpty()
+    try:
+        os.write(controller, b"n\n")
+        argv = [str(REQDRIVE), "discard", "asked", "--work-dir", str(tmp_path / "work")]
+        done = subprocess.run(
+            argv, cwd=checkout, env=environment(), stdin=terminal, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert done.returncode == 7 and "discard run asked (failed)" in done.stdout
+    assert "nothing removed" in done.stderr
+    assert (tmp_path / "work/runs/asked").is_dir()
+    assert (tmp_path / "work/cache/worktrees/asked").is_dir()

@@ -44,6 +44,8 @@ ENGINE_COMMANDS = {
     "plan": ("worker.local.run_cli", "plan_main"),
     "logs": ("worker.local.repo_cli", "logs_main"),
     "status": ("bot.ops.status_cli", "status_main"),
+    "runs": ("worker.local.runs_cli", "runs_main"),
+    "discard": ("worker.local.runs_cli", "discard_main"),
     "doctor": ("bot.ops.doctor", "doctor_main"),
 }
 ENGINE_HELP = {
@@ -52,6 +54,8 @@ ENGINE_HELP = {
     "plan": "plan a requirement into stories only, as run would",
     "status": "runs in the work dir, and the queue's jobs when REDIS_URL is set",
     "logs": "a run's progress and its current agent call's log",
+    "runs": "the runs in the work dir, one line each: id, state, requirement, branch, when",
+    "discard": "remove a run that is over: its branch, worktree and run folder",
     "doctor": "check git, bubblewrap, the agent CLI, Redis, the App's identity and toolchains",
 }
 

@@ -213,6 +213,8 @@ COMMANDS = [
     "run",
     "status",
     "logs",
+    "runs",
+    "discard",
     "doctor",
 ]
 

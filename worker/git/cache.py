@@ -215,6 +215,60 @@ class RepositoryCache:
         with mirror_lock(mirror):
             self.worktrees.release(mirror, worktree)
 
+    def release_run(self, remote_url: str, run_id: str, branch: str, *, keep: bool) -> None:
+        """Free what a run that is over left here, so another run can take its branch: its
+        checkout (parked as a spare when `keep` and there is room, else removed, with the
+        spares parked from it) and its local branch. The caller holds the run's lock."""
+        path = self.worktrees_dir / check_run_id(run_id)
+        mirror = self.mirror_path(remote_url)
+        if not mirror.exists():
+            return
+        with mirror_lock(mirror):
+            if keep:
+                self.worktrees.release(mirror, Worktree(path, branch, "", "", False))
+            else:
+                self.worktrees.drop(mirror, path)
+                self.worktrees.drop_spares_of(mirror, run_id)
+                if branch:  # a run that failed before it had a branch has none to delete
+                    self._git(["branch", "-D", "--", branch], mirror, check=False)
+
+    def runs_on(self, remote_url: str, branch: str) -> list[str]:
+        """The runs whose checkout in this cache has `branch` checked out."""
+        mirror = self.mirror_path(remote_url)
+        if not mirror.exists():
+            return []
+        with mirror_lock(mirror):
+            found = self.worktrees.checkouts_on(mirror, branch)
+        return [path.name for path in found if path.parent == self.worktrees_dir]
+
+    def remote_refs(
+        self, remote_url: str, refs: list[str], credentials: GitCredentials | None = None
+    ) -> dict[str, str]:
+        """Where the remote's `refs` (full names) are now; a ref it lacks is left out."""
+        _check_remote_url(remote_url)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        out = self._git(["ls-remote", "--", remote_url, *refs], self.cache_dir, credentials)
+        found = (line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+        return {ref: sha for sha, ref in found if ref in refs}
+
+    def update_remote_refs(
+        self,
+        remote_url: str,
+        changes: Mapping[str, tuple[str | None, str | None]],
+        credentials: GitCredentials | None = None,
+    ) -> None:
+        """Change the remote's refs in one atomic push: each from the commit it must be at
+        now (None: wherever it is) to a new commit (None: deleted); refused when a ref moved."""
+        mirror = self.mirror_path(remote_url)
+        with mirror_lock(mirror):
+            self._ensure_mirror(mirror, remote_url)
+            self._fetch(mirror, remote_url, credentials)  # the commits to push are here then
+            args = ["push", "--no-verify", "--atomic"]
+            args += [f"--force-with-lease={ref}:{old}" for ref, (old, _) in changes.items() if old]
+            specs = [f"+{new}:{ref}" if new else f":{ref}" for ref, (_, new) in changes.items()]
+            self._git([*args, "--", remote_url, *specs], mirror, credentials)
+            self._fetch(mirror, remote_url, credentials)  # --prune: tracking refs follow
+
     # mirror -----------------------------------------------------------------------------
 
     def _ensure_mirror(self, mirror: Path, remote_url: str) -> None:

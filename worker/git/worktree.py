@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -191,12 +192,26 @@ class Worktrees:
             shutil.rmtree(path, ignore_errors=True)  # not a registered worktree, or half-made
         self._git(["worktree", "prune"], mirror)
 
-    def _check_branch_free(self, mirror: Path, branch: str) -> None:
+    def drop_spares_of(self, mirror: Path, run_id: str) -> None:
+        """Remove the spares parked from run `run_id`'s checkout (named `<run-id>-<8 hex>`)."""
+        spares = self.spares_of(mirror)
+        pattern = re.compile(re.escape(run_id) + r"-[0-9a-f]{8}")
+        for spare in sorted(spares.iterdir()) if spares.is_dir() else ():
+            if pattern.fullmatch(spare.name):
+                self.drop(mirror, spare)
+
+    def checkouts_on(self, mirror: Path, branch: str) -> list[Path]:
+        """The checkouts of this mirror that have `branch` checked out."""
         listing = self._git(["worktree", "list", "--porcelain"], mirror)
-        for block in listing.split("\n\n"):
-            if f"branch refs/heads/{branch}" in block.splitlines():
-                where = block.splitlines()[0].removeprefix("worktree ")
-                raise WorkspaceError(f"branch {branch} is already checked out at {where}")
+        return [
+            Path(block.splitlines()[0].removeprefix("worktree "))
+            for block in listing.split("\n\n")
+            if f"branch refs/heads/{branch}" in block.splitlines()
+        ]
+
+    def _check_branch_free(self, mirror: Path, branch: str) -> None:
+        for where in self.checkouts_on(mirror, branch):
+            raise WorkspaceError(f"branch {branch} is already checked out at {where}")
 
     def agent_view(self, worktree: Worktree, folder: Path) -> AgentGitView:
         """A git folder of the agent's own for one call, so its `git status/diff/add/commit`

@@ -39,6 +39,7 @@ from worker.exceptions import (
 from worker.git.runner import run_git
 from worker.local.config_drift import FROM_WORKTREE_OPTION, config_drift, config_from_worktree
 from worker.local.plan_output import print_plan, run_command
+from worker.local.run_start import prepare_start
 from worker.model.prd import MAX_PRD_BYTES
 from worker.model.run_ids import check_run_id
 from worker.model.slugs import slugify
@@ -125,6 +126,13 @@ def build_parser(*, plan_only: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument("--run-id", help="resume or name a run (default: the requirement's slug)")
     parser.add_argument(
+        "--continue",
+        dest="continue_run",
+        metavar="RUN",
+        help="a new run goes on from run RUN's branch (default: from the base; the branch "
+        "another run left is kept under refs/reqdrive/runs/<its id>)",
+    )
+    parser.add_argument(
         "--work-dir", type=Path, help="default $REQDRIVE_WORK_DIR or <repo>/.reqdrive"
     )
     parser.add_argument("--base", help="base branch (default: the branch checked out)")
@@ -156,6 +164,9 @@ def main(argv: Sequence[str] | None = None, *, plan_only: bool = False) -> int:
     redactor = Redactor()  # until the run's own, which knows the secret values too
     try:
         spec = _spec(args, plan_only=plan_only)
+        prepare_start(
+            spec, args.continue_run, lambda line: print(f"{command}: {line}", file=sys.stderr)
+        )
         store = FileCheckpointStore(spec.work_dir / "runs")
         reporter: Reporter = ConsoleReporter(sys.stderr if plan_only else None, plan_only=plan_only)
         pipeline = Pipeline(spec, reporter=reporter, checkpoints=store, cancel=cancel)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,9 @@ class RunLine:
     # For a finished or failed run, the one-line reason: why it is a draft, what failed.
     why: str | None = None
     stories: list[StoryLine] = field(default_factory=list)
+    # The commit the run last pushed (else its head): whether its branch still holds its work.
+    head_sha: str = ""
+    updated_at: float = 0.0  # when the run last wrote its state (seconds since the epoch)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,12 +93,17 @@ def read_run(folder: Path) -> RunLine:
     if checkpoint is not None:
         line.status, line.step = str(checkpoint.status), str(checkpoint.step)
         line.branch, line.cost_usd = checkpoint.branch, round(checkpoint.cost_usd, 4)
+        line.head_sha = checkpoint.pushed_sha or checkpoint.head_sha
         line.stop_reason = checkpoint.stop_reason and str(checkpoint.stop_reason)
         line.error = checkpoint.error or line.error
         line.stories = [
             StoryLine(s.id, s.title, str(s.state), len(s.attempts)) for s in checkpoint.stories
         ]
         line.attempts = sum(s.attempts for s in line.stories)
+    written = [
+        p.stat().st_mtime for p in (folder / CHECKPOINT_FILE, folder / RUN_JSON) if p.exists()
+    ]
+    line.updated_at = max(written, default=folder.stat().st_mtime)
     if line.status == "running" and line.held_by is None:
         line.status = "stopped"  # its process is gone: `reqdrive run` with its id resumes it
     _settle(line, _json(folder / VERIFICATION_SUMMARY))
@@ -169,6 +178,25 @@ def render_runs(runs: list[RunLine], *, detail: bool) -> list[str]:
         if run.error and run.error != run.why:
             lines.append(f"  error: {run.error}")
     return lines
+
+
+def render_list(runs: list[RunLine]) -> list[str]:
+    """`reqdrive runs`: one line per run, newest first: id, state, requirement, branch, when."""
+    if not runs:
+        return ["no runs in this work dir"]
+    rows = [
+        (run.run_id, run.status, run.requirement or "-", run.branch or "-", _when(run.updated_at))
+        for run in runs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return [
+        "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[4]])
+        for row in rows
+    ]
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 def current_log(folder: Path) -> Path | None:

@@ -152,6 +152,9 @@ class Checkpoint(BaseModel):
     # The last good commit: passed stories on top of the base. A resumed run starts here.
     head_sha: str
     pushed_sha: str | None = None
+    # Where the stories started when that is not the base: the head an earlier run left on
+    # the branch (`reqdrive run --continue`, the App's run of an edited requirement).
+    start_sha: str | None = None
     iteration: int = 0
     # The iteration a retry started from: maxIterations counts from here.
     retry_from: int = 0
@@ -268,6 +271,7 @@ class RunResult(BaseModel):
     base_ref: str
     base_sha: str
     head_sha: str
+    start_sha: str | None = None  # the checkpoint's: None when the stories started on the base
     stories: list[StoryRecord]
     final_gates: list[GateResult]
     baseline_gates: list[GateResult]

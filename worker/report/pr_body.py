@@ -42,7 +42,7 @@ def _summary(result: RunResult) -> str:
         "",
         f"reqdrive ran **{story_counts(result.stories)}** for "
         f"{_source(result.requirement_source)} on `{result.branch}` "
-        f"(base `{result.base_ref}` at `{result.base_sha[:12]}`). "
+        f"(base `{result.base_ref}` at `{result.base_sha[:12]}`{_started_elsewhere(result)}). "
         "Every verdict below comes from the worker running the repository's own checks, "
         "not from the agent.",
     ]
@@ -173,18 +173,29 @@ def _gate_state(gate: GateResult | None) -> str:
     return f"❌ fail ({len(gate.failed_tests)} of {len(gate.tests)} tests failing)"
 
 
+def _started_elsewhere(result: RunResult) -> str:
+    """Said beside the base when the stories did not start on it (an earlier run's head)."""
+    if result.start_sha in (None, result.base_sha):
+        return ""
+    sha = result.start_sha[:12]
+    return f"; the stories started from `{sha}`, where an earlier run left the branch"
+
+
 def _baseline_section(result: RunResult) -> str:
+    # The baseline is measured where the stories started: the base only when they started there.
+    start = "the starting commit" if _started_elsewhere(result) else "the base commit"
     before = [g for g in result.baseline_gates if g.tests]
     if before and all(g.passed for g in result.baseline_gates):
         total = sum(len(g.tests or {}) for g in before)
         return (
-            f"### The base commit\n\nEvery test passed on the base commit ({total} tests): "
-            "each story had to keep them passing and prove itself with tests of its own."
+            f"### {start[0].upper()}{start[1:]}\n\nEvery test passed on {start} "
+            f"({total} tests): each story had to keep them passing and prove itself with tests "
+            "of its own."
         )
     if not result.fixed_tests and not result.remaining_tests:
         return ""
     lines = [
-        "### Failures on the base commit",
+        f"### Failures on {start}",
         "",
         "These tests failed before this run; the plan gave each to the story that must make "
         "it pass.",

@@ -69,6 +69,7 @@ def run_result(
         base_ref=cp.base_ref,
         base_sha=cp.base_sha,
         head_sha=cp.head_sha,
+        start_sha=cp.start_sha,
         stories=cp.stories,
         final_gates=final,
         baseline_gates=cp.baseline or [],

@@ -68,6 +68,7 @@ def _first_checkpoint(spec: RunSpec, git: RunWorktree) -> Checkpoint:
         base_sha=worktree.base_sha,
         head_sha=start,
         pushed_sha=start if worktree.resumed else None,
+        start_sha=start if worktree.resumed else None,
     )
 
 

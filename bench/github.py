@@ -187,14 +187,14 @@ def main() -> int:
         }
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "bot.ops.cli", "serve", "--port", str(port)],
+                [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
                 env=env,
                 start_new_session=True,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             ),
             subprocess.Popen(
-                [sys.executable, "-m", "bot.ops.cli", "worker"],
+                [sys.executable, "-m", "bot.cli", "worker"],
                 env=env,
                 start_new_session=True,
                 stdout=subprocess.DEVNULL,

@@ -1,4 +1,5 @@
-"""Running the App: the reqdrive command, up, settings, logs, metrics, status, replay.
+"""Running the App: up, settings, logs, metrics, status, replay and doctor.
 
-Imports every bot package.
+Imports bot.exceptions, bot.stores and the engine; never bot.web or bot.jobs (bot/cli.py, the
+`reqdrive` command, sits above them all).
 """

@@ -135,7 +135,7 @@ def _start(name: str, command: list[str], env: dict[str, str], logs: Path) -> Ch
         # A process group of its own: the terminal's Ctrl-C reaches only `up`, which then
         # stops each child its own way (the worker warm, Redis after it) instead of all at once.
         process = subprocess.Popen(
-            [sys.executable, "-m", "bot.ops.cli", *command],
+            [sys.executable, "-m", "bot.cli", *command],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -25,7 +25,7 @@ def doctor(cwd: Path, **variables: str) -> subprocess.CompletedProcess[str]:
     }
     env.update({"PYTHONPATH": str(ROOT), "GITHUB_WEBHOOK_SECRET": "doctor-secret", **variables})
     return subprocess.run(
-        [sys.executable, "-m", "bot.ops.cli", "doctor"],
+        [sys.executable, "-m", "bot.cli", "doctor"],
         cwd=cwd,
         env=env,
         capture_output=True,

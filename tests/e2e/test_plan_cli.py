@@ -22,7 +22,7 @@ def project(tmp_path: Path) -> Path:
 
 def plan_command(tmp_path: Path, scenario: Path, *extra: str) -> list[str]:
     argv = command(tmp_path, scenario, *extra)
-    return [sys.executable, "-m", "bot.ops.cli", "plan", *argv[3:]]
+    return [sys.executable, "-m", "bot.cli", "plan", *argv[3:]]
 
 
 def test_plan_prints_the_stories_and_stops_before_any_story_runs(

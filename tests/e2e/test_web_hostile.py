@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bot.ops.cli import web_server_argv
+from bot.cli import web_server_argv
 from tests.support import webhooks
 from tests.support.ports import free_port
 

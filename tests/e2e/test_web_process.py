@@ -19,7 +19,7 @@ import redis
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
 
-from bot.ops.cli import MMAP_THRESHOLD_BYTES, web_server_argv
+from bot.cli import MMAP_THRESHOLD_BYTES, web_server_argv
 from bot.ops.settings import Settings
 from bot.web.bodies import MAX_BODY_BYTES
 from tests.support import webhooks

@@ -42,7 +42,7 @@ def served() -> Iterator[FakeGitHub]:
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as handle:  # the worker keeps its own copy of the descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "bot.ops.cli", "worker"],
+            [sys.executable, "-m", "bot.cli", "worker"],
             env=env,
             stdout=handle,
             stderr=subprocess.STDOUT,

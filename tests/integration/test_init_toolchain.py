@@ -17,7 +17,7 @@ from tests.e2e.test_run_cli import run_cli
 from tests.integration.test_repo_cli import checkout
 from worker.model.repo_config import RepoConfig, parse_repo_config
 
-INIT = [sys.executable, "-m", "bot.ops.cli", "init"]
+INIT = [sys.executable, "-m", "bot.cli", "init"]
 UNITTEST_SUITE = (
     "import unittest\n\nimport calc\n\n\nclass CalcTest(unittest.TestCase):\n"
     "    def test_add(self):\n        self.assertEqual(calc.add(1, 2), 3)\n"

@@ -19,7 +19,7 @@ from tests.integration.test_pipeline import (
 from tests.support.processes import running
 from worker.confine.redact import REDACTED, Redactor
 from worker.model.state import AttemptOutcome, StoryState
-from worker.run.run_folder import RunFolder
+from worker.report.run_folder import RunFolder
 
 TOKEN = "ghp_" + "a1B2c3D4e5" * 4  # a GitHub personal token's shape
 WORKER_SECRET = "worker-only-secret-value-42"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.ops.cli import main
+from bot.cli import main
 from worker.model.repo_config import parse_repo_config
 
 LAYOUTS = {

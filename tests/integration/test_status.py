@@ -16,7 +16,7 @@ import redis
 from rq import Queue, Retry
 from rq.serializers import JSONSerializer
 
-from bot.ops.cli import main
+from bot.cli import main
 from bot.ops.embedded_redis import EmbeddedRedis
 from tests.support.processes import running
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.e2e.test_run_cli import git, run_cli
 from tests.integration.test_repo_cli import DONE_WHEN, checkout, commit_all
 
-VALIDATE = [sys.executable, "-m", "bot.ops.cli", "validate"]
+VALIDATE = [sys.executable, "-m", "bot.cli", "validate"]
 CONFIG = ".github/reqdrive.yml"
 REQS = "docs/requirements"
 
@@ -29,7 +29,7 @@ def test_the_untouched_init_output_is_refused_until_written_and_committed(
     tmp_path: Path,
 ) -> None:
     repo = checkout(tmp_path, {"pyproject.toml": "[project]\nname = 'x'\n"})
-    assert run_cli(repo, [sys.executable, "-m", "bot.ops.cli", "init"]).returncode == 0
+    assert run_cli(repo, [sys.executable, "-m", "bot.cli", "init"]).returncode == 0
     done = validate(repo)
     assert done.returncode == 3
     assert done.stderr.splitlines() == [

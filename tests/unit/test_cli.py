@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.ops import cli
+from bot import cli
 from bot.ops.replay import running_stack_url, signature
 from bot.ops.startup import StackLock
 from tests.support.ports import closed_port
@@ -30,7 +30,7 @@ def _env_without_secret() -> dict[str, str]:
 def _cli(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # A real process: what a user sees is stderr and the exit code, not an exception.
     return subprocess.run(
-        [sys.executable, "-m", "bot.ops.cli", command],
+        [sys.executable, "-m", "bot.cli", command],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -94,7 +94,7 @@ def test_replay_finds_the_url_of_the_running_stack_and_none_once_it_stopped(
 
 def test_reqdrive_alone_prints_the_commands_each_with_a_description() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "bot.ops.cli"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "bot.cli"], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
     for command in ("up", "serve", "worker", "replay", "run", "init", "validate", "status"):
@@ -173,7 +173,7 @@ def _worker_warnings(tmp_path: Path, *prefix: str) -> list[str]:
             "REQDRIVE_LOG_FORMAT": "text",
         }
         result = subprocess.run(
-            [*prefix, sys.executable, "-m", "bot.ops.cli", "worker"],
+            [*prefix, sys.executable, "-m", "bot.cli", "worker"],
             cwd=tmp_path,
             env=env,
             capture_output=True,

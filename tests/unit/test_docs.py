@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.cli import main
 from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
-from bot.ops.cli import main
 from bot.ops.settings import Settings
 from worker.model.gates import GateSpec
 from worker.model.repo_config import AgentConfig, RepoConfig

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from worker.confine.redact import REDACTED, LineRedactor, Redactor, redact_file
-from worker.run.run_folder import RunFolder
+from worker.report.run_folder import RunFolder
 
 # Realistic shapes, fake values: right prefixes and lengths, random-looking bodies.
 GHS = "ghs_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"

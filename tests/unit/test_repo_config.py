@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from worker.exceptions import RepoConfigError
+from worker.git.at_commit import read_repo_config
 from worker.model.repo_config import (
     GatesMode,
     RepoConfig,
     check_repo_config,
     matches_any,
     parse_repo_config,
-    read_repo_config,
 )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from worker.confine.redact import Redactor
 from worker.exceptions import PreflightError
-from worker.run.run_folder import LOCK_FILE, RunFolder
+from worker.report.run_folder import LOCK_FILE, RunFolder
 
 
 def test_a_held_run_refuses_a_second_holder_and_leaves_no_lock_file(tmp_path: Path) -> None:

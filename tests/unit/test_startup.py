@@ -33,7 +33,7 @@ def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
         if not k.startswith(("GITHUB_", "REQDRIVE_")) and k != "REDIS_URL"
     }
     return subprocess.run(
-        [sys.executable, "-m", "bot.ops.cli", *args],
+        [sys.executable, "-m", "bot.cli", *args],
         cwd=cwd,
         env={**base, "PYTHONPATH": str(ROOT), **env},
         capture_output=True,

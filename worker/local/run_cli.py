@@ -46,9 +46,9 @@ from worker.model.slugs import slugify
 from worker.model.state import RunResult, StopReason
 from worker.report.console import ConsoleReporter
 from worker.report.protocol import Reporter
+from worker.report.run_folder import PRD_JSON
 from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline
-from worker.run.run_folder import PRD_JSON
 from worker.run.spec import Requirement, RunSpec
 
 # Environment variables whose values are secrets wherever they appear in output.

@@ -11,9 +11,9 @@ from worker.confine.redact import Redactor
 from worker.exceptions import GitError, PreflightError, WorkspaceError
 from worker.git.cache import RepositoryCache
 from worker.local.runs import RunLine, list_runs, read_run, run_folder
+from worker.report.run_folder import RunFolder
 from worker.run.checkpoint_file import CHECKPOINT_FILE
 from worker.run.resume import stop_leftovers
-from worker.run.run_folder import RunFolder
 from worker.run.spec import RunSpec
 
 # Where the head a run left on its branch is kept when a new run starts that branch afresh

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from worker.exceptions import PreflightError
 from worker.model.run_ids import check_run_id
 from worker.model.state import Checkpoint
+from worker.report.run_folder import LOCK_FILE, PROGRESS, RUN_JSON, VERIFICATION_SUMMARY
 from worker.report.story_states import plural
 from worker.run.checkpoint_file import CHECKPOINT_FILE
-from worker.run.run_folder import LOCK_FILE, PROGRESS, RUN_JSON, VERIFICATION_SUMMARY
 
 # An agent call's log (iteration-3.log, iteration-plan-1.log), not a gate's (iteration-3.tests.log).
 AGENT_LOG_RE = re.compile(r"iteration-(?:\d+|plan-\d+)\.log")

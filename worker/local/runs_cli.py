@@ -17,8 +17,8 @@ from worker.local.repo_cli import work_dir_for
 from worker.local.run_cli import ExitCode, exit_code_for, repo_root
 from worker.local.run_start import KEPT_REF
 from worker.local.runs import RunLine, list_runs, read_run, render_list, run_folder
+from worker.report.run_folder import RunFolder
 from worker.run.resume import stop_leftovers
-from worker.run.run_folder import RunFolder
 
 # The folders the pipeline keeps per run beside the run folder (agent and gate HOMEs, the
 # plan's handoff, the agent's git view): a discarded run leaves none of them behind.

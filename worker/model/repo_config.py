@@ -7,14 +7,13 @@ import functools
 import json
 import re
 from enum import StrEnum
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from worker.exceptions import RepoConfigError
-from worker.git.runner import run_git
 from worker.model.gates import UNSAFE_NAME_RE, GateSpec
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR
 from worker.model.validation import Problem, problems
@@ -231,23 +230,6 @@ def _shown(problem: Problem) -> str:
         else type(value).__name__
     )
     return text[:80]
-
-
-def read_repo_config(worktree: Path, base_sha: str) -> tuple[RepoConfig, str | None]:
-    """The configuration on the base commit, never the agent's branch; and where it was."""
-    for path in CONFIG_PATHS:
-        text = read_file_at(worktree, base_sha, path)
-        if text is not None:
-            return parse_repo_config(text, path), path
-    return RepoConfig(), None
-
-
-def read_file_at(cwd: Path, sha: str, path: str) -> str | None:
-    """A file's text at a commit, or None when the commit has no such file."""
-    listed = run_git(["ls-tree", "--name-only", sha, "--", path], cwd=cwd)
-    if listed.strip() != path:
-        return None
-    return run_git(["cat-file", "blob", f"{sha}:{path}"], cwd=cwd)
 
 
 def matches_any(path: str, globs: list[str]) -> bool:

@@ -13,7 +13,7 @@ from worker.exceptions import PrdError, RunCancelled
 from worker.git.scope import tree_state, undo_planning_changes
 from worker.model.prd import MAX_STORIES, MIN_STORIES, Prd, parse_prd
 from worker.plan.prompting import PLAN_TEMPLATE, PromptRenderer
-from worker.run.run_folder import PRD_JSON, RunFolder, read_handed_over
+from worker.report.run_folder import PRD_JSON, RunFolder, read_handed_over
 
 PLAN_ATTEMPTS = 2
 FAILING_SHOWN = 200  # baseline failures listed in the planning prompt

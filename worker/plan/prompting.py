@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from worker.exceptions import RepoConfigError
+from worker.git.at_commit import read_file_at
 from worker.git.runner import run_git
-from worker.model.repo_config import read_file_at
 from worker.plan.override_render import OverrideError, RenderLimits, render_override
 from worker.plan.template_env import builtin_environment
 

@@ -1,4 +1,4 @@
-"""Where a run's progress goes: the Reporter protocol, the console, the PR body.
+"""Where a run's progress goes: the Reporter protocol, the console, the PR body, the run folder.
 
-Imports worker.model and the gate results of worker.verdict.gates only.
+Imports worker.model and worker.confine (everything written passes redaction).
 """

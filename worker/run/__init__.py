@@ -1,4 +1,4 @@
-"""One run in order: the step order, a story's attempt, delivery, the run folder.
+"""One run in order: the steps, the story loop, one story's attempt, verify and deliver.
 
 Imports every engine package except local.
 """

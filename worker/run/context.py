@@ -11,14 +11,15 @@ from worker.agents.base import AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
 from worker.confine.redact import Redactor
 from worker.confine.scratch import RunScratch
+from worker.git.at_commit import read_repo_config
 from worker.git.changes import RunWorktree
 from worker.model.gates import GateSpec
-from worker.model.repo_config import RepoConfig, read_repo_config
+from worker.model.repo_config import RepoConfig
 from worker.model.state import Checkpoint
 from worker.plan.prompting import PromptRenderer, load_overrides
 from worker.report.protocol import Reporter
+from worker.report.run_folder import RunFolder
 from worker.run.journal import RunJournal
-from worker.run.run_folder import RunFolder
 from worker.run.spec import RunSpec
 from worker.verdict.gates import gate_environment, gate_specs
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from worker.model.gates import GateResult
 from worker.model.state import Checkpoint, RunResult, RunStatus, RunStep, StopReason, StoryState
 from worker.report.pr_body import render_pr_body
+from worker.report.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
-from worker.run.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
 from worker.verdict.judging import (
     baseline_changes,
     final_failures,

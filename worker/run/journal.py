@@ -7,7 +7,7 @@ import os
 from worker.model.prd import Prd, Story
 from worker.model.state import Checkpoint, CheckpointStore, RunStatus, RunStep, StoryState
 from worker.report.protocol import Reporter
-from worker.run.run_folder import PRD_JSON, RUN_JSON, RunFolder
+from worker.report.run_folder import PRD_JSON, RUN_JSON, RunFolder
 from worker.run.spec import RunSpec
 
 

@@ -14,13 +14,13 @@ from worker.git.runner import GitCredentials
 from worker.model.state import CheckpointStore, RunResult, RunStep, check_retry
 from worker.report.background import BackgroundReporter
 from worker.report.protocol import Reporter
+from worker.report.run_folder import RunFolder
 from worker.run.baseline import measure_baseline
 from worker.run.context import RunContext, RunPlaces, configure
 from worker.run.delivery import deliver, verify
 from worker.run.journal import RunJournal
 from worker.run.plan_step import make_plan
 from worker.run.prepare import prepare_workspace
-from worker.run.run_folder import RunFolder
 from worker.run.run_lock import FileRunLock, RunLock
 from worker.run.spec import RunSpec
 from worker.run.stories import implement

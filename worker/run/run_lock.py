@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from worker.run.run_folder import RunFolder
+from worker.report.run_folder import RunFolder
 
 
 class RunLock(Protocol):

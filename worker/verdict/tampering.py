@@ -12,9 +12,10 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePosixPath
 
 from worker.confine.safe_paths import LinkError, unlink_under
+from worker.git.at_commit import read_file_at
 from worker.git.runner import run_git
 from worker.model.gates import GateSpec
-from worker.model.repo_config import matches_any, read_file_at
+from worker.model.repo_config import matches_any
 
 # Files that decide what a test run runs or how it reports, whatever the gate's command.
 GATE_CONFIG_GLOBS = (

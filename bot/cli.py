@@ -35,7 +35,7 @@ WEB_SERVER = (
     "--http1-header-read-timeout", "10000",
     "--factory", "bot.web.asgi:create_asgi_app",
 )  # fmt: skip
-SERVER_LOG_CONFIG = Path(__file__).with_name("server_logging.json")
+SERVER_LOG_CONFIG = Path(__file__).parent / "ops" / "server_logging.json"
 
 # Commands on a local checkout, parsed by the engine's own modules (imported only when used).
 ENGINE_COMMANDS = {

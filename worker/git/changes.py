@@ -85,6 +85,31 @@ class RunWorktree:
         finally:
             run_git(["checkout", "--quiet", "--force", self.branch], cwd=self.path)
 
+    def remote_head(self) -> str:
+        """The remote branch's head as the cache last fetched it; "" when it has none yet."""
+        # --verify --quiet: exit 1 and nothing printed when the remote has no such branch yet.
+        ref = f"refs/remotes/origin/{self.branch}"
+        return run_git(["rev-parse", "--verify", "--quiet", ref], cwd=self.path, check=False)
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        # merge-base prints the ancestor itself exactly when it is one (and nothing if either
+        # commit is unknown here).
+        merge_base = run_git(["merge-base", ancestor, descendant], cwd=self.path, check=False)
+        return merge_base == ancestor
+
+    def reset_to(self, sha: str) -> None:
+        """The branch moved to `sha`, the worktree with it."""
+        run_git(["reset", "--hard", "--quiet", sha], cwd=self.path)
+
+    def trailers(self, key: str, old: str, new: str) -> dict[str, str]:
+        """Each commit after `old` up to `new`, with its `key` trailer's value ("" if none)."""
+        fmt = f"--format=%H %(trailers:key={key},valueonly,separator=%x2C)"
+        listed = run_git(["log", fmt, f"{old}..{new}"], cwd=self.path, check=False)
+        return {
+            sha: value.strip()
+            for sha, _, value in (line.partition(" ") for line in listed.splitlines() if line)
+        }
+
     def push(self) -> str:
         """The branch's head pushed to the remote (with the lease the cache keeps); that head."""
         return self.cache.push(self.worktree, credentials=self.credentials())

@@ -40,7 +40,7 @@ def prepare_workspace(
         journal.save()
     else:
         cp.status, cp.error = RunStatus.RUNNING, None
-        if reconcile(git.path, cp):
+        if reconcile(git, cp):
             journal.pushed(git.push())
         _reverify(journal, git)
         _retry(spec, journal)
@@ -75,7 +75,7 @@ def _first_checkpoint(spec: RunSpec, git: RunWorktree) -> Checkpoint:
 def _reverify(journal: RunJournal, git: RunWorktree) -> None:
     """Stories the checkpoint calls done without their commit on the branch are done again."""
     cp = journal.cp
-    unproven = unproven_stories(git.path, cp)
+    unproven = unproven_stories(git, cp)
     if not unproven:
         return
     log.warning("checkpoint claims unproven", extra={"run_id": cp.run_id, "stories": unproven})

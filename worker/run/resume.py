@@ -10,7 +10,7 @@ import psutil
 
 from worker.confine.processes import marked_processes
 from worker.exceptions import PreflightError, ResumeError
-from worker.git.runner import head_sha, run_git
+from worker.git.changes import RunWorktree
 from worker.model.state import Checkpoint, StoryState
 
 
@@ -46,32 +46,26 @@ def stop_leftovers(worktree: Path) -> list[int]:
     return stopped
 
 
-def reconcile(path: Path, cp: Checkpoint) -> bool:
+def reconcile(git: RunWorktree, cp: Checkpoint) -> bool:
     """Check the branch is where the checkpoint left it before building on it; True when the
     remote branch still lacks the checkpoint's head (it needs a push)."""
-    local = head_sha(path)
-    # --verify --quiet: exit 1 and nothing printed when the remote has no such branch yet.
-    remote = run_git(
-        ["rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{cp.branch}"],
-        cwd=path,
-        check=False,
-    )
+    local, remote = git.head(), git.remote_head()
     mismatch = (
         f"run {cp.run_id} cannot resume: its checkpoint says branch {cp.branch} is at "
         f"{cp.head_sha[:12]}, but the branch is at {{}}. The branch was changed outside "
         "this run; start a new run (another run id) or restore the branch."
     )
-    if remote and not _is_ancestor(path, remote, cp.head_sha):
+    if remote and not git.is_ancestor(remote, cp.head_sha):
         raise ResumeError(mismatch.format(f"{remote[:12]} on the remote"))
     if local != cp.head_sha:
         # Two ways to be elsewhere that the run itself explains: commits past the
         # checkpoint from an attempt interrupted before the worker judged it (never kept),
         # or a fresh worktree at the remote head when the last push did not happen.
-        interrupted = _is_ancestor(path, cp.head_sha, local)
-        unpushed = _is_ancestor(path, local, cp.head_sha)
+        interrupted = git.is_ancestor(cp.head_sha, local)
+        unpushed = git.is_ancestor(local, cp.head_sha)
         if not (interrupted or unpushed):
             raise ResumeError(mismatch.format(local[:12]))
-        run_git(["reset", "--hard", "--quiet", cp.head_sha], cwd=path)
+        git.reset_to(cp.head_sha)
     return remote != cp.head_sha and cp.head_sha != cp.base_sha
 
 
@@ -86,31 +80,19 @@ def story_trailer(story_id: str) -> str:
     return f"{STORY_TRAILER}: {story_id}"
 
 
-def unproven_stories(path: Path, cp: Checkpoint) -> list[str]:
+def unproven_stories(git: RunWorktree, cp: Checkpoint) -> list[str]:
     """Put back to pending every story the checkpoint calls done whose commit the branch does
     not hold (between the base and the checkpoint's head, with its story trailer); their ids.
 
     The checkpoint is the run's own record, out of the agent's reach in a sandbox; this is
     what catches one rewritten anyway (unsandboxed, or by hand): "all passed", no commits.
     """
-    listed = run_git(
-        ["log", f"--format=%H %(trailers:key={STORY_TRAILER},valueonly,separator=%x2C)",
-         f"{cp.base_sha}..{cp.head_sha}"],
-        cwd=path,
-        check=False,
-    )  # fmt: skip
-    on_branch = dict(line.partition(" ")[::2] for line in listed.splitlines() if line)
+    on_branch = git.trailers(STORY_TRAILER, cp.base_sha, cp.head_sha)
     reset = []
     for story in cp.stories:
         if story.state not in COMMITTED_STATES:
             continue
-        if story.commit is None or on_branch.get(story.commit, "").strip() != story.id:
+        if story.commit is None or on_branch.get(story.commit) != story.id:
             story.state, story.commit = StoryState.PENDING, None
             reset.append(story.id)
     return reset
-
-
-def _is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
-    # merge-base prints the ancestor itself exactly when it is one (and nothing if either
-    # commit is unknown here).
-    return run_git(["merge-base", ancestor, descendant], cwd=cwd, check=False) == ancestor

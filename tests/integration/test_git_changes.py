@@ -6,8 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from worker.git.cache import RepositoryCache
 
+from worker.git.cache import RepositoryCache
 from worker.git.changes import RunWorktree
 
 BRANCH = "reqdrive/req-001"

@@ -9,6 +9,7 @@ from tests.support.git_remote import cache as cache
 from tests.support.git_remote import remote as remote
 from worker.exceptions import GitError
 from worker.git.cache import RepositoryCache
+from worker.git.run_branches import release_run, remote_refs, runs_on, update_remote_refs
 
 KEPT = "refs/reqdrive/runs/run-1"
 
@@ -17,11 +18,11 @@ def test_a_dead_runs_checkout_is_released_and_its_branch_free_for_another_run(
     cache: RepositoryCache, remote: Remote
 ) -> None:
     dead = prepare(cache, remote, "run-1")
-    assert cache.runs_on(remote.url, BRANCH) == ["run-1"]
+    assert runs_on(cache, remote.url, BRANCH) == ["run-1"]
 
-    cache.release_run(remote.url, "run-1", BRANCH, keep=True)
+    release_run(cache, remote.url, "run-1", BRANCH, keep=True)
 
-    assert cache.runs_on(remote.url, BRANCH) == []
+    assert runs_on(cache, remote.url, BRANCH) == []
     assert not dead.path.exists()
     assert len(list(cache.spares_dir.glob("*/run-1-*"))) == 1  # parked for reuse
     assert prepare(cache, remote, "run-2").path.exists()
@@ -36,7 +37,7 @@ def test_discarding_removes_the_runs_checkout_and_spares_but_no_other_runs(
     mirror = cache.mirror_path(remote.url)
     git(mirror, "branch", BRANCH, "origin/main")  # as a run that failed before its push leaves it
 
-    cache.release_run(remote.url, "run-1", BRANCH, keep=False)
+    release_run(cache, remote.url, "run-1", BRANCH, keep=False)
 
     assert [p.name[:-9] for p in cache.spares_dir.glob("*/*")] == ["run-1-b"]
     assert git(mirror, "branch", "--list", BRANCH) == ""
@@ -46,11 +47,12 @@ def test_a_branch_is_set_aside_under_a_ref_in_one_push(
     cache: RepositoryCache, remote: Remote
 ) -> None:
     head = remote.new_branch(BRANCH, "story-1.txt")
-    assert cache.remote_refs(remote.url, [f"refs/heads/{BRANCH}", KEPT]) == {
+    assert remote_refs(cache, remote.url, [f"refs/heads/{BRANCH}", KEPT]) == {
         f"refs/heads/{BRANCH}": head
     }
 
-    cache.update_remote_refs(remote.url, {KEPT: (None, head), f"refs/heads/{BRANCH}": (head, None)})
+    changes = {KEPT: (None, head), f"refs/heads/{BRANCH}": (head, None)}
+    update_remote_refs(cache, remote.url, changes)
 
     assert git(remote.bare, "for-each-ref", "--format=%(refname) %(objectname)") == (
         f"refs/heads/main {remote.head()}\n{KEPT} {head}"
@@ -67,10 +69,10 @@ def test_setting_aside_a_branch_that_moved_changes_nothing(
     git(remote.human, "push", "-q", "origin", f"HEAD:refs/heads/{BRANCH}")
 
     with pytest.raises(GitError):
-        cache.update_remote_refs(
-            remote.url, {KEPT: (None, seen), f"refs/heads/{BRANCH}": (seen, None)}
+        update_remote_refs(
+            cache, remote.url, {KEPT: (None, seen), f"refs/heads/{BRANCH}": (seen, None)}
         )
 
-    assert cache.remote_refs(remote.url, [f"refs/heads/{BRANCH}", KEPT]) == {
+    assert remote_refs(cache, remote.url, [f"refs/heads/{BRANCH}", KEPT]) == {
         f"refs/heads/{BRANCH}": moved
     }

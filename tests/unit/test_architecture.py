@@ -64,8 +64,10 @@ def source_files() -> list[Path]:
 def test_every_package_of_the_code_is_on_the_map() -> None:
     rules = documented_map()
     packages = {module_name(p.parent / "__init__.py") for p in source_files()}
+    modules = {module_name(p) for p in source_files()}
     assert sorted(packages - set(rules)) == []
-    assert sorted(set(rules) - packages) == []
+    # A row names a package, or a module the map places apart (bot.cli above the App).
+    assert sorted(set(rules) - packages - modules) == []
 
 
 def test_every_import_is_one_the_map_allows() -> None:

@@ -64,8 +64,8 @@ class RepositoryCache:
         self.mirrors_dir = self.cache_dir / "mirrors"
         self.worktrees_dir = self.cache_dir / "worktrees"
         self.spares_dir = self.cache_dir / "spares"
-        self._git = Git(self.environment, timeout_s)
-        self.worktrees = Worktrees(self._git, self.spares_dir, spares_per_mirror)
+        self.git = Git(self.environment, timeout_s)
+        self.worktrees = Worktrees(self.git, self.spares_dir, spares_per_mirror)
 
     def mirror_path(self, remote_url: str) -> Path:
         return self.mirrors_dir / mirror_name(remote_url)
@@ -80,7 +80,7 @@ class RepositoryCache:
         credentials: GitCredentials | None = None,
     ) -> Worktree:
         """Fetch the mirror (creating it once) and give the run its worktree on `branch`."""
-        _check_remote_url(remote_url)
+        check_remote_url(remote_url)
         check_run_id(run_id)
         self._check_branch(branch)
         mirror = self.mirror_path(remote_url)
@@ -166,7 +166,7 @@ class RepositoryCache:
         repository's config is the one reqdrive wrote; WorkspaceError if anything else."""
         self.secure(worktree)
         path = worktree.path
-        head = self._git(["symbolic-ref", "--quiet", "HEAD"], path, check=False)
+        head = self.git(["symbolic-ref", "--quiet", "HEAD"], path, check=False)
         if head != f"refs/heads/{worktree.branch}":
             raise WorkspaceError(
                 f"{path} is on {head or 'a detached HEAD'}, not on the run's branch "
@@ -195,9 +195,9 @@ class RepositoryCache:
                 # An empty expectation means "the branch must not exist yet" to git.
                 args.append(f"--force-with-lease={ref}:{known}")
             args += ["--", remote_url, f"{sha}:{ref}"]
-            self._git(args, mirror, credentials)
+            self.git(args, mirror, credentials)
             # Pushing to a URL (not a remote name) leaves the tracking ref alone.
-            self._git(["update-ref", f"refs/remotes/origin/{worktree.branch}", sha], mirror)
+            self.git(["update-ref", f"refs/remotes/origin/{worktree.branch}", sha], mirror)
             self.worktrees.set_lease(worktree.path, sha)
         return sha
 
@@ -215,59 +215,12 @@ class RepositoryCache:
         with mirror_lock(mirror):
             self.worktrees.release(mirror, worktree)
 
-    def release_run(self, remote_url: str, run_id: str, branch: str, *, keep: bool) -> None:
-        """Free what a run that is over left here, so another run can take its branch: its
-        checkout (parked as a spare when `keep` and there is room, else removed, with the
-        spares parked from it) and its local branch. The caller holds the run's lock."""
-        path = self.worktrees_dir / check_run_id(run_id)
-        mirror = self.mirror_path(remote_url)
-        if not mirror.exists():
-            return
-        with mirror_lock(mirror):
-            if keep:
-                self.worktrees.release(mirror, Worktree(path, branch, "", "", False))
-            else:
-                self.worktrees.drop(mirror, path)
-                self.worktrees.drop_spares_of(mirror, run_id)
-                if branch:  # a run that failed before it had a branch has none to delete
-                    self._git(["branch", "-D", "--", branch], mirror, check=False)
-
-    def runs_on(self, remote_url: str, branch: str) -> list[str]:
-        """The runs whose checkout in this cache has `branch` checked out."""
-        mirror = self.mirror_path(remote_url)
-        if not mirror.exists():
-            return []
-        with mirror_lock(mirror):
-            found = self.worktrees.checkouts_on(mirror, branch)
-        return [path.name for path in found if path.parent == self.worktrees_dir]
-
-    def remote_refs(
-        self, remote_url: str, refs: list[str], credentials: GitCredentials | None = None
-    ) -> dict[str, str]:
-        """Where the remote's `refs` (full names) are now; a ref it lacks is left out."""
-        _check_remote_url(remote_url)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        out = self._git(["ls-remote", "--", remote_url, *refs], self.cache_dir, credentials)
-        found = (line.split("\t", 1) for line in out.splitlines() if "\t" in line)
-        return {ref: sha for sha, ref in found if ref in refs}
-
-    def update_remote_refs(
-        self,
-        remote_url: str,
-        changes: Mapping[str, tuple[str | None, str | None]],
-        credentials: GitCredentials | None = None,
+    def refresh_mirror(
+        self, mirror: Path, remote_url: str, credentials: GitCredentials | None
     ) -> None:
-        """Change the remote's refs in one atomic push: each from the commit it must be at
-        now (None: wherever it is) to a new commit (None: deleted); refused when a ref moved."""
-        mirror = self.mirror_path(remote_url)
-        with mirror_lock(mirror):
-            self._ensure_mirror(mirror, remote_url)
-            self._fetch(mirror, remote_url, credentials)  # the commits to push are here then
-            args = ["push", "--no-verify", "--atomic"]
-            args += [f"--force-with-lease={ref}:{old}" for ref, (old, _) in changes.items() if old]
-            specs = [f"+{new}:{ref}" if new else f":{ref}" for ref, (_, new) in changes.items()]
-            self._git([*args, "--", remote_url, *specs], mirror, credentials)
-            self._fetch(mirror, remote_url, credentials)  # --prune: tracking refs follow
+        """The mirror made if missing or broken, then fetched; the caller holds its lock."""
+        self._ensure_mirror(mirror, remote_url)
+        self._fetch(mirror, remote_url, credentials)
 
     # mirror -----------------------------------------------------------------------------
 
@@ -289,9 +242,7 @@ class RepositoryCache:
             return "missing"
         try:
             # --git-dir: without it git would look upwards and judge an enclosing repository.
-            is_bare = self._git(
-                [f"--git-dir={mirror}", "rev-parse", "--is-bare-repository"], mirror
-            )
+            is_bare = self.git([f"--git-dir={mirror}", "rev-parse", "--is-bare-repository"], mirror)
         except GitError as error:
             return error.stderr.strip()[-300:] or "not a git repository"
         return "" if is_bare == "true" else "not a bare repository"
@@ -301,7 +252,7 @@ class RepositoryCache:
         # (refs/*:refs/*) with --prune would delete the runs' local branches, and fetch refuses
         # to update a branch some worktree has checked out.
         mirror.parent.mkdir(parents=True, exist_ok=True)
-        self._git(["init", "--bare", "--quiet", str(mirror)], mirror.parent)
+        self.git(["init", "--bare", "--quiet", str(mirror)], mirror.parent)
         write_mirror_config(mirror, remote_url)
 
     def _recreate_mirror(self, mirror: Path, remote_url: str, reason: str) -> None:
@@ -319,7 +270,7 @@ class RepositoryCache:
         # The URL and refspecs are given explicitly so a changed mirror config cannot redirect
         # the fetch (or the token) elsewhere.
         args = ["fetch", "--prune", "--quiet", "--", remote_url, BRANCH_REFSPEC, TAG_REFSPEC]
-        self._git(args, mirror, credentials)
+        self.git(args, mirror, credentials)
 
     def _resolve_base(
         self,
@@ -331,7 +282,7 @@ class RepositoryCache:
         name = base_ref or self._default_branch(mirror, remote_url, credentials)
         name = name.removeprefix("refs/heads/")
         for candidate in (f"refs/remotes/origin/{name}", f"refs/tags/{name}", name):
-            sha = self._git(
+            sha = self.git(
                 ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"],
                 mirror,
                 check=False,
@@ -345,7 +296,7 @@ class RepositoryCache:
     ) -> str:
         # fetch does not record the remote's HEAD (before git 2.48), so ask for it; the default
         # branch can be renamed, so it is not cached.
-        out = self._git(["ls-remote", "--symref", "--", remote_url, "HEAD"], mirror, credentials)
+        out = self.git(["ls-remote", "--symref", "--", remote_url, "HEAD"], mirror, credentials)
         match = SYMREF_RE.search(out)
         if match is None:
             raise WorkspaceError(f"{remote_url} has no default branch (is it empty?)")
@@ -353,14 +304,14 @@ class RepositoryCache:
 
     def _remote_branch_sha(self, mirror: Path, branch: str) -> str | None:
         ref = f"refs/remotes/origin/{branch}"
-        sha = self._git(["rev-parse", "--verify", "--quiet", ref], mirror, check=False)
+        sha = self.git(["rev-parse", "--verify", "--quiet", ref], mirror, check=False)
         return sha or None
 
     # helpers ----------------------------------------------------------------------------
 
     def _check_branch(self, branch: str) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        ok = self._git(["check-ref-format", "--branch", branch], self.cache_dir, check=False)
+        ok = self.git(["check-ref-format", "--branch", branch], self.cache_dir, check=False)
         if ok != branch or branch.startswith("-"):
             raise WorkspaceError(f"{branch!r} is not a valid branch name")
 
@@ -369,7 +320,7 @@ class RepositoryCache:
         mirror = worktree.mirror
         if mirror is None:  # a Worktree made by hand: ask git, through the checkout
             path = worktree.path
-            common = self._git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
+            common = self.git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
             mirror = Path(common).resolve()
         if mirror.parent != self.mirrors_dir.resolve():
             raise WorkspaceError(f"{worktree.path} is not a worktree of this repository cache")
@@ -378,13 +329,13 @@ class RepositoryCache:
     def _verified_remote_url(self, mirror: Path) -> str:
         # The mirror's config is writable from the worktree; its name is the URL's hash, so a
         # changed URL (one that would receive the token) is caught here.
-        url = self._git(["config", "--get", "remote.origin.url"], mirror, check=False)
+        url = self.git(["config", "--get", "remote.origin.url"], mirror, check=False)
         if not url or mirror_name(url) != mirror.name:
             raise WorkspaceError(f"the origin URL of {mirror} was changed; refusing to push")
         return url
 
 
-def _check_remote_url(remote_url: str) -> None:
+def check_remote_url(remote_url: str) -> None:
     parts = urlsplit(remote_url)
     if parts.scheme and (parts.username or parts.password):  # first: the message hides them
         raise WorkspaceError("credentials must not be part of the remote URL")

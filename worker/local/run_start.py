@@ -10,6 +10,7 @@ from pathlib import Path
 from worker.confine.redact import Redactor
 from worker.exceptions import GitError, PreflightError, WorkspaceError
 from worker.git.cache import RepositoryCache
+from worker.git.run_branches import release_run, remote_refs, runs_on, update_remote_refs
 from worker.local.runs import RunLine, list_runs, read_run, run_folder
 from worker.report.run_folder import RunFolder
 from worker.run.checkpoint_file import CHECKPOINT_FILE
@@ -49,7 +50,7 @@ def prepare_start(spec: RunSpec, continue_run: str | None, say: Callable[[str], 
             )
     cache = RepositoryCache(spec.work_dir / "cache", environment=spec.source_env)
     holders = {run.run_id for run in runs if run.branch == branch}
-    holders |= set(cache.runs_on(spec.remote_url, branch))
+    holders |= set(runs_on(cache, spec.remote_url, branch))
     for run_id in sorted(holders - {spec.run_id}):
         _release(cache, spec, runs_dir / run_id, branch)
     if continue_run is None:
@@ -69,7 +70,7 @@ def _release(cache: RepositoryCache, spec: RunSpec, folder: Path, branch: str) -
                 ) from None
         # A killed run's agent outlives it, writing into the checkout about to be reused.
         stop_leftovers(cache.worktrees_dir / folder.name)
-        cache.release_run(spec.remote_url, folder.name, branch, keep=True)
+        release_run(cache, spec.remote_url, folder.name, branch, keep=True)
 
 
 def _set_aside(
@@ -83,7 +84,7 @@ def _set_aside(
     new run starts from the base and its baseline is the base's."""
     credentials = spec.credentials() if spec.credentials is not None else None
     ref = f"refs/heads/{branch}"
-    head = cache.remote_refs(spec.remote_url, [ref], credentials).get(ref)
+    head = remote_refs(cache, spec.remote_url, [ref], credentials).get(ref)
     if head is None:
         return
     # runs is newest first: the run whose last push is the head, else the newest of the branch.
@@ -91,8 +92,8 @@ def _set_aside(
     name = owner.run_id if owner else f"{spec.requirement.slug}-{head[:12]}"
     kept = KEPT_REF.format(run_id=name)
     try:
-        cache.update_remote_refs(
-            spec.remote_url, {kept: (None, head), ref: (head, None)}, credentials
+        update_remote_refs(
+            cache, spec.remote_url, {kept: (None, head), ref: (head, None)}, credentials
         )
     except GitError as error:  # the push is atomic: nothing changed
         raise WorkspaceError(

@@ -13,6 +13,7 @@ from pathlib import Path
 from worker.confine.redact import Redactor
 from worker.exceptions import PreflightError, ReqdriveError
 from worker.git.cache import RepositoryCache
+from worker.git.run_branches import release_run, remote_refs, update_remote_refs
 from worker.local.repo_cli import work_dir_for
 from worker.local.run_cli import ExitCode, exit_code_for, repo_root
 from worker.local.run_start import KEPT_REF
@@ -96,7 +97,7 @@ def discard(run: RunLine, work_dir: Path, checkout: Path) -> list[str]:
         stop_leftovers(cache.worktrees_dir / run.run_id)
         if run.branch:
             said += _discard_refs(cache, remote, run)
-        cache.release_run(remote, run.run_id, run.branch, keep=False)
+        release_run(cache, remote, run.run_id, run.branch, keep=False)
         for name in PER_RUN_FOLDERS:
             shutil.rmtree(work_dir / name / run.run_id, ignore_errors=True)
         shutil.rmtree(folder)
@@ -106,7 +107,7 @@ def discard(run: RunLine, work_dir: Path, checkout: Path) -> list[str]:
 def _discard_refs(cache: RepositoryCache, remote: str, run: RunLine) -> list[str]:
     """Delete the run's branch where it still holds the run's work, and its kept head."""
     branch, kept = f"refs/heads/{run.branch}", KEPT_REF.format(run_id=run.run_id)
-    now = cache.remote_refs(remote, [branch, kept])
+    now = remote_refs(cache, remote, [branch, kept])
     changes: dict[str, tuple[str | None, str | None]] = {}
     said = []
     if branch in now and now[branch] == run.head_sha:
@@ -118,5 +119,5 @@ def _discard_refs(cache: RepositoryCache, remote: str, run: RunLine) -> list[str
         changes[kept] = (now[kept], None)
         said.append(f"deleted {kept}")
     if changes:
-        cache.update_remote_refs(remote, changes)
+        update_remote_refs(cache, remote, changes)
     return said

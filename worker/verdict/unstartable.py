@@ -30,6 +30,12 @@ NO_RUNNER_RE = re.compile(
     re.M,
 )
 NODE_MODULE_RE = re.compile(r"Cannot find module '(?P<module>[^']+)'")
+# Commands whose scripts start programs from the project's node_modules/.bin.
+NODE_RUNNERS = frozenset({"npm", "npx", "yarn", "pnpm"})
+NODE_FIX = (
+    "install the project's dependencies so node_modules has it (`npm ci`; the worktree "
+    "starts without node_modules), or add it (`npm install --save-dev PACKAGE`)"
+)
 NPX_RE = re.compile(
     r"npm (?:ERR!|error) could not determine executable to run|^npx: .*not found", re.M
 )
@@ -106,6 +112,8 @@ def _not_found(result: GateResult, name: str, place: GatePlace) -> Unstartable:
             fix += "; the sandbox then shows it by itself"
         return Unstartable(result.name, result.command, missing, fix)
     missing = f"`{name}`: command not found (the checks' PATH is {place.gate_path})"
+    if (result.command.split() or [""])[0] in NODE_RUNNERS:  # `npm test` running `vitest`
+        return Unstartable(result.name, result.command, missing, NODE_FIX.replace("PACKAGE", name))
     fix = (
         f"install {name}, or change the command in .github/reqdrive.yml; if it is installed "
         "outside that PATH, name its folder with `--gate-path` (REQDRIVE_GATE_PATH)"
@@ -133,13 +141,10 @@ def _show_fix(name: str, place: GatePlace) -> str:
 def _node_runner(result: GateResult, words: list[str]) -> Unstartable | None:
     """Node's runner missing: `Cannot find module` naming a package of the command, or npx
     with nothing to run."""
-    fix = (
-        "install the project's dependencies so node_modules has it (`npm ci`; the worktree "
-        "starts without node_modules), or add it (`npm install --save-dev PACKAGE`)"
-    )
+    fix = NODE_FIX
     if (module := NODE_MODULE_RE.search(result.output_tail)) is not None:
         package = module["module"].rsplit("node_modules/", 1)[-1].split("/")[0]
-        if package in words:
+        if any(w == package or f"node_modules/{package}/" in w for w in words):
             missing = f"the Node module {package} is not installed"
             return Unstartable(
                 result.name, result.command, missing, fix.replace("PACKAGE", package)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from worker.confine.toolchains import command_tools, find_toolchains
 from worker.model.gates import GateResult, TestStatus
 from worker.verdict.unstartable import GatePlace, cannot_start
 
@@ -100,16 +99,3 @@ def test_npm_test_whose_script_is_not_installed_says_npm_ci(tmp_path: Path) -> N
     why = cannot_start(gate("npm test", tmp_path), place())
     assert why is not None and "`vitest`: command not found" in why.missing
     assert "npm ci" in why.fix
-
-
-def test_the_programs_a_command_starts() -> None:
-    command = "if python -c 1; then FOO=1 go test ./...; fi; cd web && npx vitest | tee log"
-    assert command_tools(command) == ["python", "go", "npx", "tee"]
-
-
-def test_a_venv_python_is_shown_with_its_base_and_nothing_of_the_work_dir(tmp_path: Path) -> None:
-    env = {"PATH": f"{Path(sys.executable).parent}:{SYSTEM_PATH}"}
-    shown = find_toolchains(["python -m pytest"], env, keep_out=[tmp_path])
-    assert Path(sys.prefix) in shown.folders or Path(sys.prefix).is_relative_to("/usr")
-    kept_out = find_toolchains(["python -m pytest"], env, keep_out=[Path(sys.prefix)])
-    assert not any(f.is_relative_to(sys.prefix) for f in kept_out.folders)

@@ -129,9 +129,14 @@ class _Finder:
 
     def folders(self, tool: str, depth: int = SHEBANG_DEPTH) -> list[Path]:
         path_var = self.env.get("PATH", "")
-        found = shutil.which(tool, path=path_var) if "/" not in tool else tool
-        if found is None or not Path(found).is_absolute() or depth <= 0:
-            return []  # a relative path is the repository's own, in the worktree
+        # Only what the operator's PATH finds, or a script found there names as its
+        # interpreter: a path in the repository's config could name any folder of the host.
+        by_path = "/" not in tool
+        if depth <= 0 or not (by_path or depth < SHEBANG_DEPTH):
+            return []
+        found = shutil.which(tool, path=path_var) if by_path else tool
+        if found is None or not Path(found).is_absolute():
+            return []  # a relative PATH entry: nothing the operator chose
         where = Path(found)
         if not self._may_run(where):
             return []

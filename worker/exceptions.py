@@ -41,6 +41,12 @@ class PreflightError(ReqdriveError):
     """A check before the run failed (dirty tree, missing requirement, branch mismatch)."""
 
 
+class ChecksCannotStart(PreflightError):
+    """At the baseline a gate's program or test runner could not start; the message names
+    the gate, its command, what is missing and the fix. A preflight failure: nothing the
+    agent does could make such a check pass, so no story is tried."""
+
+
 class RunLockHeld(PreflightError):
     """Another worker holds this requirement's run lock."""
 

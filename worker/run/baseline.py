@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from worker.exceptions import RunCancelled
+from pathlib import Path
+
+from worker.exceptions import ChecksCannotStart, RunCancelled
 from worker.model.gates import GateResult
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
+from worker.verdict.unstartable import GatePlace, cannot_start
 
 
 def measure_baseline(ctx: RunContext) -> None:
@@ -31,9 +34,25 @@ def _baseline(ctx: RunContext) -> list[GateResult]:
         return []
     results = run_gates_on(ctx, "baseline", fail_fast=False)
     if not ctx.cancel.is_set():  # stopped gates say nothing about the starting commit
+        _check_started(ctx, results)
         on_base = ctx.git.head() == ctx.cp.base_sha
         ctx.folder.append_progress(
             f"baseline on {'the base commit' if on_base else 'the branch head'}: "
             + ", ".join(f"{g.name} {'passes' if g.passed else 'FAILS'}" for g in results)
         )
     return results
+
+
+def _check_started(ctx: RunContext, results: list[GateResult]) -> None:
+    """Stop the run when a gate never started (its program or runner missing): every story
+    would be judged on a check that cannot run."""
+    place = GatePlace(
+        sandboxed=ctx.spec.sandbox is not None,
+        gate_path=ctx.gate_env.get("PATH", ""),
+        worker_path=ctx.spec.source_env.get("PATH", ""),
+        keep_out=[Path(ctx.spec.work_dir).absolute()],
+    )
+    reasons = [why.sentence() for r in results if (why := cannot_start(r, place)) is not None]
+    if reasons:
+        ctx.folder.append_progress("baseline: " + "; ".join(reasons))
+        raise ChecksCannotStart("; ".join(reasons))

@@ -79,7 +79,7 @@ def _agent_sandbox(ctx: RunContext) -> Sandbox | None:
     view = ctx.git.agent_view(ctx.places.git_view)
     return ctx.spec.sandbox.bind(
         writable=[ctx.places.home, handoff, view.git_dir],
-        readonly=[view.objects],
+        readonly=[*ctx.toolchains.folders, view.objects],
         shadows=[(view.git_file, ctx.git.path / ".git")],
     )
 
@@ -100,6 +100,6 @@ def _gate_sandbox(ctx: RunContext) -> Sandbox | None:
     view = ctx.git.agent_view(ctx.places.git_view)
     return ctx.spec.sandbox.bind(
         writable=[view.git_dir],
-        readonly=[view.objects],
+        readonly=[*ctx.toolchains.folders, view.objects],
         shadows=[(view.git_file, ctx.git.path / ".git")],
     )

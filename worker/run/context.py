@@ -11,6 +11,7 @@ from worker.agents.base import AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
 from worker.confine.redact import Redactor
 from worker.confine.scratch import RunScratch
+from worker.confine.toolchains import Toolchains, find_toolchains
 from worker.git.at_commit import read_repo_config
 from worker.git.changes import RunWorktree
 from worker.model.gates import GateSpec
@@ -70,6 +71,7 @@ class RunContext:
     runner: AgentRunner
     gates: tuple[GateSpec, ...]
     gate_env: Mapping[str, str]
+    toolchains: Toolchains  # what the sandbox shows of the host for the gates to start
     forbidden: list[str]  # globs the agent may not write
     started: float  # time.monotonic() when the run began
 
@@ -100,6 +102,9 @@ def configure(
         timeout_s=config.agent.timeout or DEFAULT_AGENT_TIMEOUT_S,
         command=spec.agent_command,
     )
+    gates = tuple(gate_specs(config.test_command, config.lint_command, config.gates))
+    gate_env = gate_environment(places.gate_home, spec.source_env, path=spec.gate_path)
+    toolchains = _toolchains(spec, gates, gate_env)
     context = RunContext(
         spec=spec,
         journal=journal,
@@ -116,10 +121,22 @@ def configure(
         agent=settings,
         runner=runner or make_runner(settings, redactor=redactor, source_env=spec.source_env),
         # The checks get no credential, the agent's API key included, and the operator's PATH.
-        gate_env=gate_environment(places.gate_home, spec.source_env, path=spec.gate_path),
-        gates=tuple(gate_specs(config.test_command, config.lint_command, config.gates)),
+        gate_env=toolchains.environment(gate_env),
+        toolchains=toolchains,
+        gates=gates,
         forbidden=config.forbidden_globs(spec.requirement.repo_path, config_path),
         started=started,
     )
     places.home.mkdir(parents=True, exist_ok=True)
     return context
+
+
+def _toolchains(spec: RunSpec, gates: tuple[GateSpec, ...], env: Mapping[str, str]) -> Toolchains:
+    """In a sandbox, the interpreters and tools the gates start, found on their PATH."""
+    if spec.sandbox is None:
+        return Toolchains()
+    home = spec.source_env.get("HOME")
+    private = [Path(home)] if home else []
+    return find_toolchains(
+        (g.command for g in gates), env, keep_out=[spec.work_dir.absolute()], private=private
+    )

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,11 @@ WORKER_SCRIPT = ROOT / "tests" / "support" / "unprivileged_worker.py"
 # may live where that user cannot read, /root/.pyenv here).
 ORDINARY_UID = 1000
 SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+def others_can_enter(path: Path) -> bool:
+    """Can an ordinary user reach `path` (every folder on the way open to others)?"""
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
 
 
 @pytest.fixture
@@ -61,7 +67,11 @@ def test_as_this_worker_the_agent_is_uid_1000_and_leaves_nothing_privileged(
 
 
 @pytest.mark.skipif(
-    os.getuid() != 0 or shutil.which("setpriv") is None or not SYSTEM_PYTHON.exists(),
+    os.getuid() != 0
+    or shutil.which("setpriv") is None
+    or not SYSTEM_PYTHON.exists()
+    or not others_can_enter(ROOT)
+    or not others_can_enter(Path(sysconfig.get_paths()["purelib"])),
     reason="needs root to start a worker as an ordinary user",
 )
 def test_as_an_ordinary_user_the_worker_sweeps_and_removes_what_the_agent_closed(
@@ -70,7 +80,9 @@ def test_as_an_ordinary_user_the_worker_sweeps_and_removes_what_the_agent_closed
     user = [f"--reuid={ORDINARY_UID}", f"--regid={ORDINARY_UID}", "--clear-groups"]
     done = subprocess.run(
         ["setpriv", *user, str(SYSTEM_PYTHON), str(WORKER_SCRIPT), str(shared_folder)],
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        # The engine's dependencies (psutil) from this interpreter's site-packages: the system
+        # Python is the same minor version, and the venv's own python lives under /root.
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{sysconfig.get_paths()['purelib']}"},
         capture_output=True,
         text=True,
         check=False,

@@ -12,8 +12,6 @@ import ipaddress
 import socket
 from typing import Any
 
-import psutil
-
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Endpoint = tuple[str, int]  # (host in lower case, port)
 # A resolved address to connect to: (family, sockaddr) as getaddrinfo gives them.
@@ -55,6 +53,10 @@ TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
 def host_addresses() -> frozenset[Address]:
     """Every address of this host's interfaces: a service listening on all of them (Redis on
     0.0.0.0) answers on each, a public one included."""
+    # Imported here: the sandbox's own modules (the relay, the sweep run as another user) load
+    # this file without the worker's site-packages.
+    import psutil
+
     found: set[Address] = set()
     for addresses in psutil.net_if_addrs().values():
         for item in addresses:

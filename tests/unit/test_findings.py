@@ -51,10 +51,10 @@ def lint(output: str, *, passed: bool = False) -> GateResult:
         (
             "mypy.txt",
             [
-                'b.py: error: Incompatible return value type (got "int", expected "str")  '
+                'b.py: error: Incompatible return value type (got "int", expected "str") '
                 "[return-value]",
                 'b.py: error: Incompatible types in assignment (expression has type "str", '
-                'variable has type "int")  [assignment]',
+                'variable has type "int") [assignment]',
             ],
         ),
         (
@@ -64,6 +64,16 @@ def lint(output: str, *, passed: bool = False) -> GateResult:
                 "[Error/no-unused-vars]",
                 "/home/dev/app/src/index.js: Unexpected console statement. [Warning/no-console]",
                 "/home/dev/app/lib/util.js: Missing semicolon. [Error/semi]",
+            ],
+        ),
+        # ESLint's default format: aligned columns, the blanks of which are not the finding.
+        (
+            "eslint-stylish.txt",
+            [
+                "/home/dev/app/src/index.js: error 'parse' is defined but never used "
+                "no-unused-vars",
+                "/home/dev/app/src/index.js: warning Unexpected console statement no-console",
+                "/home/dev/app/lib/util.js: error Missing semicolon semi",
             ],
         ),
     ],

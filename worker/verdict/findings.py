@@ -17,6 +17,10 @@ FINDING_RE = re.compile(
 # ruff's default (full) format and rustc/clippy: the message on its own line, then
 # ` --> path:line:col` under it.
 ARROW_RE = re.compile(r"^\s*-->\s*(?P<path>[^\s:]+):(?P<line>[0-9]{1,7})(?::[0-9]{1,7})?\s*$")
+# ESLint's default (stylish) format: the file's path alone on a line, then its findings
+# indented as `line:col  error|warning  message  rule`.
+FILE_RE = re.compile(r"^[^\s:]*[./][^\s:]*\.[A-Za-z0-9]{1,16}$")
+STYLISH_RE = re.compile(r"^\s+[0-9]{1,7}:[0-9]{1,7}\s+(?P<message>(?:error|warning)\s.*)$")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # A message may name another line ("redefinition of unused `x` from line 3"): moved code
 # must not make it new.
@@ -31,18 +35,26 @@ def findings(output: str) -> Counter[str] | None:
     if len(output) >= TAIL_CHARS:
         return None
     found: Counter[str] = Counter()
-    previous = ""
+    previous = file = ""  # the last line with text; the file a stylish block is about
     for raw in output.splitlines():
         line = ANSI_RE.sub("", raw).rstrip()
-        match = FINDING_RE.match(line)
-        arrow = ARROW_RE.match(line) if match is None else None
-        if match is not None:
-            found[_finding(match["path"], match["message"])] += 1
-        elif arrow is not None and previous:
-            found[_finding(arrow["path"], previous)] += 1
-        if line.strip():
-            previous = line.strip()
+        finding = _read(line, previous, file)
+        if finding is not None:
+            found[finding] += 1
+        file = line if FILE_RE.match(line) else file if line else ""
+        previous = line.strip() or previous
     return found or None
+
+
+def _read(line: str, previous: str, file: str) -> str | None:
+    """The finding this line names, in any of the formats above, or None."""
+    if match := FINDING_RE.match(line):
+        return _finding(match["path"], match["message"])
+    if (arrow := ARROW_RE.match(line)) and previous:
+        return _finding(arrow["path"], previous)
+    if (stylish := STYLISH_RE.match(line)) and file:
+        return _finding(file, stylish["message"])
+    return None
 
 
 def new_findings(before: GateResult, after: GateResult) -> list[str] | None:
@@ -67,4 +79,6 @@ def listed(new: list[str]) -> str:
 
 
 def _finding(path: str, message: str) -> str:
-    return f"{path.removeprefix('./')}: {LINE_WORD_RE.sub('line N', message.strip())}"
+    # Blanks collapsed: aligned formats pad a message by the widest one beside it.
+    message = " ".join(LINE_WORD_RE.sub("line N", message).split())
+    return f"{path.removeprefix('./')}: {message}"

@@ -76,7 +76,9 @@ def test_a_story_that_breaks_a_test_an_earlier_story_fixed_fails(
     assert [t.rsplit("test_", 1)[-1] for t in result.fixed_tests] == ["a", "b"]
     assert [t.rsplit("test_", 1)[-1] for t in result.remaining_tests] == ["c"]
     assert not result.ready
-    assert result.draft_reason == "the final checks fail on the branch: tests"
+    assert result.draft_reason == (
+        "the final checks fail on the branch: tests (fails on the base too)"
+    )
     body = (project.run_dir() / "pr.md").read_text()
     assert "Fixed by this branch (2)" in body and "Still failing (1)" in body
     summary = json.loads((project.run_dir() / "verification-summary.json").read_text())
@@ -168,7 +170,8 @@ def record(name: str, passed: bool, failed: list[str] | None = None) -> GateResu
             [record("tests", False, None)],
             [record("tests", False, None)],
             Verdict.UNVERIFIED,
-            "gate tests already failed before this story and reports no per-test results",
+            "gate tests fails on the base too and reports neither per-test results nor "
+            "findings (`path:line: message`), so what this story changed is unknown",
         ),
         # Green elsewhere stays required on a red baseline.
         (

@@ -282,6 +282,9 @@ class RunResult(BaseModel):
     # Baseline failures no story claimed: kept as final checks.
     unclaimed_tests: list[str] = Field(default_factory=list)
     per_test_results: bool = False  # did any check report results per test id?
+    # Gates failing on the branch and on the base alike, the branch adding none of their
+    # findings: gate name -> what the PR body says. Not the branch's doing, so no draft.
+    failing_on_base: dict[str, str] = Field(default_factory=dict)
     ready: bool
     draft_reason: str | None = None
     stop_reason: StopReason | None = None  # None while the run is still going (a PR mid-run)

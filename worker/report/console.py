@@ -62,6 +62,9 @@ class ConsoleReporter:
             self._say(f"planned: {count_stories(len(result.stories))}; no story was run")
             return
         verdict = "ready for review" if result.ready else f"draft: {result.draft_reason}"
+        if result.failing_on_base:
+            debt = ", ".join(result.failing_on_base)
+            verdict += f"; fails on the base too (not this PR's doing): {debt}"
         self._say(
             f"done: {story_counts(result.stories)}; stopped because {result.stop_reason}; {verdict}"
         )

@@ -22,6 +22,7 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
         _story_details(result.stories),
         _gates_table(result.baseline_gates, result.final_gates),
         _baseline_section(result),
+        _failing_on_base(result),
         _still_failing(result),
         _reverted_and_refused(result.stories),
         _checklist(result.stories),
@@ -53,6 +54,13 @@ def _summary(result: RunResult) -> str:
                 f"\n**Ready for review**: the final checks are green; {unverified} of "
                 f"{len(result.stories)} stories are unverified (see below)."
             )
+        elif result.failing_on_base:
+            names = ", ".join(f"`{_cell(name)}`" for name in result.failing_on_base)
+            lines.append(
+                "\n**Ready for review**: every story passed and the final checks are green, "
+                f"but for {names}, which {'fails' if len(result.failing_on_base) == 1 else 'fail'} "
+                "on the base too (not this PR's doing, see below)."
+            )
         else:
             lines.append(
                 "\n**Ready for review**: every story passed and the final checks are green."
@@ -65,8 +73,10 @@ def _summary(result: RunResult) -> str:
         lines.append(
             "\n**No per-test results**: this repository's checks report no result per test "
             "(no JUnit XML), so the worker could only see whole checks pass or fail. A story is "
-            "*passed* when every check is green after it, and *unverified* when a check that "
-            "already failed before it still fails: nothing shows whether it did its job. "
+            "*passed* when every check is green after it, or when a check that already failed "
+            "before it names findings (`path:line: message`, as linters print them) and it adds "
+            "none; *unverified* when a check that already failed before it still fails and "
+            "names no findings: nothing shows whether it did its job. "
             "Name your test runner's report with `junit:` in the gate to get per-test verdicts."
         )
     return "\n".join(lines)
@@ -206,6 +216,14 @@ def _baseline_section(result: RunResult) -> str:
     if result.remaining_tests:
         lines += ["", f"Still failing ({len(result.remaining_tests)}):"]
         lines += [f"- `{_cell(t)}`" for t in result.remaining_tests]
+    return "\n".join(lines)
+
+
+def _failing_on_base(result: RunResult) -> str:
+    if not result.failing_on_base:
+        return ""
+    lines = ["### Fails on the base too (not this PR's doing)", ""]
+    lines += [f"- `{_cell(name)}`: {_inline(why)}" for name, why in result.failing_on_base.items()]
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ from worker.report.pr_body import render_pr_body
 from worker.report.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
+from worker.verdict.base_debt import base_debt
 from worker.verdict.judging import (
     baseline_changes,
     final_failures,
@@ -60,7 +61,9 @@ def run_result(
     """What the run did, judged: which stories passed, which baseline failures it fixed,
     ready for review or a draft and why."""
     fixed, remaining = baseline_changes(cp.baseline or [], final)
-    ready, why = readiness(cp.stories, final, expected_gates=expected_gates, stop=stop)
+    ready, why = readiness(
+        cp.stories, final, expected_gates=expected_gates, stop=stop, baseline=cp.baseline or []
+    )
     return RunResult(
         run_id=cp.run_id,
         requirement_source=cp.requirement_source,
@@ -77,6 +80,7 @@ def run_result(
         remaining_tests=remaining,
         still_failing=final_failures(cp.stories, cp.baseline or [], final),
         unclaimed_tests=unclaimed(cp.stories, cp.baseline or []),
+        failing_on_base=base_debt(cp.baseline or [], final),
         per_test_results=any(
             tests_by_id(gates) is not None for gates in (cp.baseline or [], final)
         ),
@@ -116,6 +120,7 @@ def verification_summary(result: RunResult, iterations: int) -> dict[str, object
         "baseline_remaining_tests": result.remaining_tests,
         "still_failing": result.still_failing,
         "unclaimed_tests": result.unclaimed_tests,
+        "failing_on_base": result.failing_on_base,
         "per_test_results": result.per_test_results,
         "ready": result.ready,
         "draft_reason": result.draft_reason,

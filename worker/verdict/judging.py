@@ -15,6 +15,8 @@ from worker.model.state import (
     StoryState,
     TestCheck,
 )
+from worker.verdict.base_debt import base_debt, failing_gate
+from worker.verdict.findings import listed, new_findings
 
 # Attempts whose commit stays on the branch.
 KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)
@@ -105,9 +107,8 @@ def _gate_problems(
         elif gate.timed_out:
             problems.append(f"gate {name} timed out")
         elif not gate.passed and gate.tests is None:
-            previous = was.get(name)
-            if previous is None or previous.passed or previous.tests is not None:
-                problems.append(f"gate {name} failed")
+            problem = _untested_gate_problem(name, was.get(name), gate)
+            problems += [problem] if problem else []
         elif not gate.passed and not gate.failed_tests:
             # Red with no failing test (a coverage floor, an internal error): held against the
             # story unless the gate was already red without a failing test before it.
@@ -115,6 +116,18 @@ def _gate_problems(
             if previous is None or previous.passed or previous.failed_tests:
                 problems.append(f"gate {name} failed, though no test failed (see its output)")
     return problems
+
+
+def _untested_gate_problem(name: str, previous: GateResult | None, gate: GateResult) -> str:
+    """Why a failing gate without per-test results fails the story, or "": judged on the
+    findings it adds (findings.py) when its output names them, else on its exit code, which
+    is held against the story only when the gate passed before (or reported tests)."""
+    if previous is None or previous.tests is not None:
+        return f"gate {name} failed"
+    new = new_findings(previous, gate)
+    if new:
+        return f"gate {name} failed: {listed(new)}"
+    return f"gate {name} failed" if new is None and previous.passed else ""
 
 
 def _test_checks(
@@ -209,11 +222,15 @@ def judge(
         if gate is None:
             return Verdict.FAILED, f"gate {name} did not run (an earlier gate failed)"
         if was is None or was.passed:
-            return Verdict.FAILED, f"gate {name} failed" + (
-                " (timed out)" if gate.timed_out else ""
-            )
+            if gate.timed_out:
+                return Verdict.FAILED, f"gate {name} failed (timed out)"
+            return Verdict.FAILED, _untested_gate_problem(name, was, gate)
         if gate.failed_tests is None or was.failed_tests is None:
-            unknown.append(name)
+            new = new_findings(was, gate) if was.tests is None else None
+            if new:
+                return Verdict.FAILED, f"gate {name} failed: {listed(new)}"
+            if new is None:
+                unknown.append(name)
             continue
         new = sorted(set(gate.failed_tests) - set(was.failed_tests))
         if new:
@@ -221,8 +238,8 @@ def judge(
             return Verdict.FAILED, f"gate {name}: new failing tests: {shown}"
     if unknown:
         return Verdict.UNVERIFIED, (
-            f"gate {', '.join(unknown)} already failed before this story "
-            "and reports no per-test results"
+            f"gate {', '.join(unknown)} fails on the base too and reports neither per-test "
+            "results nor findings (`path:line: message`), so what this story changed is unknown"
         )
     return Verdict.PASSED, "added no failing test"
 
@@ -287,8 +304,10 @@ def readiness(
     *,
     expected_gates: Sequence[str],
     stop: StopReason,
+    baseline: Sequence[GateResult] = (),
 ) -> tuple[bool, str | None]:
-    """Ready for review, or a draft and why: every story passed and the final gates are green."""
+    """Ready for review, or a draft and why: every story passed and the final gates are green,
+    but for gates failing on the base too to which the branch adds nothing (base_debt)."""
     if not expected_gates:
         return False, "no gates are configured, so nothing verified the stories"
     if stop is StopReason.CANCELLED:
@@ -305,7 +324,8 @@ def readiness(
     missing = [name for name in expected_gates if name not in ran]
     if missing:
         return False, f"the final checks did not run: {', '.join(missing)}"
-    failing = [g.name for g in final if not g.passed]
+    debt = base_debt(baseline, final)
+    failing = [failing_gate(g, baseline) for g in final if not g.passed and g.name not in debt]
     if failing:
         return False, f"the final checks fail on the branch: {', '.join(failing)}"
     return True, None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+import time
 
 from tests.support.run_results import gate, result, story
 from worker.model.gates import GateResult, GateSpec, TestStatus
@@ -117,3 +119,22 @@ def test_each_step_agent_call_and_gate_run_gets_a_line_with_the_time_since_the_s
         "[1:02:03] verify: checking the final branch",
         "[1:02:03] verify: tests FAILED (exit 1) (2.0 s)",
     ]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_running_line_counts_its_seconds_until_its_end_replaces_it() -> None:
+    out = Terminal()
+    reporter = ConsoleReporter(out)
+    reporter.gates_started("baseline", [GateSpec(name="tests", command="pytest")])
+    deadline = time.monotonic() + 10
+    while "\r\x1b[K[0:0" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    reporter.gates_finished("baseline", [gate("tests", True)], 1.2)
+    shown = out.getvalue()
+    assert shown.startswith("[0:00] baseline: running tests (pytest) …\r\x1b[K")
+    assert re.search(r"\r\x1b\[K\[0:00\] baseline: running tests \(pytest\) … \ds", shown)
+    assert re.search(r"\r\x1b\[K\[0:0\d\] baseline: tests passed \(1.2 s\)\n$", shown)

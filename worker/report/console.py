@@ -9,6 +9,7 @@ from typing import TextIO
 
 from worker.model.gates import GateResult, GateSpec
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
+from worker.report.live_line import LiveLine
 from worker.report.story_states import (
     STATE_ICONS,
     attempt_outcome,
@@ -73,12 +74,21 @@ class ConsoleReporter:
         self._clock = clock
         self._started = clock()
         self._attempt = ""  # "US-001 attempt 2": whose agent call and gate runs come next
+        # A terminal sees the seconds of what runs now count up; a file or pipe plain lines.
+        self._live = LiveLine(self._stream, clock=clock) if self._stream.isatty() else None
 
     def _say(self, text: str) -> None:
-        print(text, file=self._stream, flush=True)
+        if self._live is not None:
+            self._live.say(text)
+        else:
+            print(text, file=self._stream, flush=True)
 
-    def _timed(self, text: str) -> None:
-        self._say(f"[{elapsed(self._clock() - self._started)}] {text}")
+    def _timed(self, text: str, *, running: bool = False) -> None:
+        line = f"[{elapsed(self._clock() - self._started)}] {text}"
+        if running and self._live is not None:
+            self._live.hold(line)
+        else:
+            self._say(line)
 
     def _gate_run(self, label: str) -> str:
         """ "baseline", "verify", "US-001 attempt 2, its new tests on the parent commit"."""
@@ -90,7 +100,7 @@ class ConsoleReporter:
         return self._attempt or label
 
     def agent_started(self, label: str) -> None:
-        self._timed(f"{self._agent_call(label)}: agent working …")
+        self._timed(f"{self._agent_call(label)}: agent working …", running=True)
 
     def agent_finished(self, label: str, seconds: float, ended: str) -> None:
         self._timed(f"{self._agent_call(label)}: agent done, {ended} ({seconds:.1f} s)")
@@ -102,7 +112,7 @@ class ConsoleReporter:
 
     def gates_started(self, label: str, gates: Sequence[GateSpec]) -> None:
         running = ", ".join(f"{g.name} ({_command(g)})" for g in gates)
-        self._timed(f"{self._gate_run(label)}: running {running} …")
+        self._timed(f"{self._gate_run(label)}: running {running} …", running=True)
 
     def gates_finished(self, label: str, results: Sequence[GateResult], seconds: float) -> None:
         said = "; ".join(gate_line(r) for r in results) or "no check ran"

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENT = "docs/requirements/REQ-001-demo.md"
 BRANCH = "reqdrive/req-001-demo"
 TIMED_RE = re.compile(r"^\[\d+:\d\d\] (.*)$")
-COMMAND_RE = re.compile(r" \(.*\) …$")
+COMMAND_RE = re.compile(r" \([^()]*\) …$")
 DURATION_RE = re.compile(r" \([\d.]+ s\)$")
 UNCONFINED_RE = re.compile(r"runs? unconfined", re.IGNORECASE)
 
@@ -125,7 +125,7 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
     assert "→ US-001 attempt 1" in done.stdout and "ready for review" in done.stdout
     assert "the agent runs unconfined" in done.stderr  # no --sandbox: said, not hidden
     # ...with what turned the sandbox off: not a variable the developer never set.
-    assert "the default of this command: off" in done.stderr
+    assert "(off by default" in done.stderr
     assert "REQDRIVE_SANDBOX" not in done.stderr
     # No silent gap: each step, agent call and gate run says what runs now, then how it ended.
     assert timed_lines(done.stdout) == [
@@ -140,14 +140,14 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
         "US-001 attempt 1: agent done, exit 0",
         "US-001 attempt 1: running tests …",
         "US-001 attempt 1: tests: 2 tests, 0 failing",
-        "US-001 attempt 1, its new tests on the parent commit: running tests …",
-        "US-001 attempt 1, its new tests on the parent commit: tests: 1 test, 1 failing",
+        "US-001 attempt 1, its new tests on the parent (must fail): running tests …",
+        "US-001 attempt 1, its new tests on the parent (must fail): tests: 1 test, 1 failing",
         "US-002 attempt 1: agent working …",
         "US-002 attempt 1: agent done, exit 0",
         "US-002 attempt 1: running tests …",
         "US-002 attempt 1: tests: 3 tests, 0 failing",
-        "US-002 attempt 1, its new tests on the parent commit: running tests …",
-        "US-002 attempt 1, its new tests on the parent commit: tests: 1 test, 1 failing",
+        "US-002 attempt 1, its new tests on the parent (must fail): running tests …",
+        "US-002 attempt 1, its new tests on the parent (must fail): tests: 1 test, 1 failing",
         "verify: checking the final branch",
         "verify: running tests …",
         "verify: tests: 3 tests, 0 failing",

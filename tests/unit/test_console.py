@@ -115,7 +115,7 @@ def test_each_step_agent_call_and_gate_run_gets_a_line_with_the_time_since_the_s
         "→ US-001 attempt 2 (iteration 3): Title of US-001",
         "[1:00] US-001 attempt 2: agent working …",
         "[1:00] US-001 attempt 2: running tests (python -m pytest -q) …",
-        "[1:00] US-001 attempt 2, its new tests on the parent commit: tests passed (1.0 s)",
+        "[1:00] US-001 attempt 2, its new tests on the parent (must fail): tests passed (1.0 s)",
         "[1:02:03] verify: checking the final branch",
         "[1:02:03] verify: tests FAILED (exit 1) (2.0 s)",
     ]

@@ -363,7 +363,7 @@ def sandbox_choice(option: str | None, environment: str | None, default: str) ->
         return option, f"--sandbox {option}"
     if environment:
         return environment, f"REQDRIVE_SANDBOX={environment}"
-    return default, f"the default of this command: {default}"
+    return default, f"{default} by default"
 
 
 def readonly_paths(value: str | None) -> list[Path]:

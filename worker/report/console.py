@@ -29,7 +29,7 @@ STEP_WORDS = {
 }
 # The runs that judge a story's attempt besides its own gate run ("iteration-3").
 GATE_RUN_SUFFIXES = {
-    ".parent": ", its new tests on the parent commit",
+    ".parent": ", its new tests on the parent (must fail)",
     ".restored": ", the checks as they were before its change",
 }
 COMMAND_CHARS = 40

@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from bot.exceptions import ConfigurationError
-from bot.ops.logs import configure_from
+from bot.ops.logs import configure_from, service_secrets
 from bot.ops.settings import Settings, load_settings
 from bot.ops.startup import (
     app_credentials_problem,
@@ -251,7 +251,9 @@ def _worker(args: argparse.Namespace) -> int:
         # Runs whose worker died are resumed by whichever worker notices first.
         Sweeper(runtime, every_s=settings.reqdrive_recovery_sweep_s).start()
     # JSON jobs (plain arguments), and only reqdrive's own functions: bot/jobs/worker_class.py.
-    worker = ReqdriveWorker([settings.reqdrive_queue], connection=connection)
+    worker = ReqdriveWorker(
+        [settings.reqdrive_queue], connection=connection, secrets=service_secrets(settings)
+    )
     # RQ adds no handler of its own when the root logger has ours (configure_logging).
     worker.work(burst=args.burst, with_scheduler=True, logging_level=settings.reqdrive_log_level)
     return 0

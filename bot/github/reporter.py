@@ -32,6 +32,7 @@ from worker.model.state import (
 )
 from worker.report.inert_text import neutralize
 from worker.report.pr_body import render_pr_body
+from worker.report.protocol import NullReporter
 from worker.report.story_states import STATE_ICONS
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ def next_steps(stories: Sequence[StoryRecord]) -> str:
     )
 
 
-class GitHubReporter:
+class GitHubReporter(NullReporter):  # the agent calls and gate runs as they start: not shown
     """Reports one run on GitHub. At most four API writes per story: the comment when it
     starts, and after a push the PR (opened or updated) and the check run on the new head
     (the previous head's check run is completed, so nothing stays "in progress")."""

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from rq import Queue, Worker
 from rq.job import Job
+from rq.job_lifecycle import call_exception_handlers
 from rq.serializers import JSONSerializer
 
+from bot.exceptions import ReqdriveBotError
 from bot.jobs.allowlist import refusal, stored_name
 from bot.jobs.job_class import ReqdriveJob
+from worker.confine.redact import Redactor
 
 log = logging.getLogger(__name__)
 
 REFUSED = "job refused: not one of reqdrive's jobs"
+JOB_STOPPED = "job stopped by an error it raises on purpose"
+# RQ keeps no result for an attempt it retries: the error's sentence waits in the job's meta
+# for `reqdrive status` (bot/ops/queue_status.py).
+LAST_ERROR = "last_error"
+ERROR_CHARS = 300
 FAILURE = (
     "Refused by reqdrive's worker: {reason}. A reqdrive worker runs only the functions in "
     "bot.jobs.__all__ (docs/operations.md); this job was not imported or called."
@@ -30,7 +39,8 @@ class ReqdriveWorker(Worker):
     every way a job reaches the queue (intake, a retry, the scheduler, a dependency).
     """
 
-    def __init__(self, queues: Any, **options: Any) -> None:
+    def __init__(self, queues: Any, *, secrets: Iterable[str] = (), **options: Any) -> None:
+        self._redactor = Redactor(secrets)  # the service's secrets, kept out of job.meta
         # Forced, not defaulted: pickle would run code while merely reading a job. Queues are
         # rebuilt from their names, as `rq worker` hands over its own (pickle, plain Job), and
         # rq's cleanup of a queue's registries reads jobs through the queue's classes.
@@ -48,3 +58,28 @@ class ReqdriveWorker(Worker):
         job.retries_left = None  # whatever retries it asked for: it would be refused again
         queue.intermediate_queue.remove(job.id)  # rq's dequeue parked it there for the horse
         self.handle_job_failure(job, queue=queue, exc_string=FAILURE.format(reason=reason))
+
+    def handle_exception(self, job: Job, *exc_info: Any) -> None:
+        """Keep the error's sentence with the job; an error the bot raises on purpose (a
+        missing setting: "the worker needs the App's identity") is one log line, not a
+        traceback, on every attempt."""
+        error = exc_info[1]
+        sentence = self.sentence(error)
+        job.meta[LAST_ERROR] = sentence
+        job.save_meta()  # type: ignore[no-untyped-call]
+        if not isinstance(error, ReqdriveBotError):
+            super().handle_exception(job, *exc_info)
+            return
+        log.error(
+            JOB_STOPPED,
+            # rq's next line says whether it runs again ("scheduled for retry ...").
+            extra={"job_id": job.id, "error": sentence, "error_type": type(error).__name__},
+        )
+        call_exception_handlers(self._exc_handlers, job, *exc_info)
+
+    def sentence(self, error: BaseException | None) -> str:
+        """The error's first line, redacted: "ConfigurationError: the worker needs ..."."""
+        said = str(error).strip().splitlines() if error is not None else []
+        kind = type(error).__name__
+        line = f"{kind}: {said[0]}" if said else kind
+        return self._redactor.redact(line[:ERROR_CHARS])

@@ -40,7 +40,7 @@ from bot.stores.metrics import (
     record_run,
 )
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
-from worker.report.protocol import Reporter
+from worker.report.protocol import NullReporter, Reporter
 
 FLUSH_EVERY_S = 2.0
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -80,7 +80,7 @@ class DeliveryCounter:
             self.flush()
 
 
-class MeteredReporter:
+class MeteredReporter(NullReporter):  # counts none of the agent-call and gate-run events
     """A Reporter that passes each event on, then counts story attempts, agent time and cost,
     and how runs end.
 

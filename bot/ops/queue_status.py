@@ -81,10 +81,13 @@ def _line(state: str, job: Job, worker: str | None, now: float) -> JobLine:
     kwargs: dict[str, Any] = job.kwargs if isinstance(job.kwargs, dict) else {}
     started = meta.get("story_started_at")
     error = None
-    if state == "failed":  # RQ keeps no error for an attempt it retries: worker.log has it
+    if state == "failed":
         result = job.latest_result()
         text = ((result.exc_string if result else None) or "").strip().splitlines()
         error = text[-1][:200] if text else "failed"
+    elif state == "retrying":  # RQ keeps no result for an attempt it retries: the worker's
+        # ReqdriveWorker kept the error's sentence in the job's meta
+        error = str(meta.get("last_error") or "failed; the worker's log says why")
     return JobLine(
         state=state,
         job_id=job.id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,10 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENT = "docs/requirements/REQ-001-demo.md"
 BRANCH = "reqdrive/req-001-demo"
+TIMED_RE = re.compile(r"^\[\d+:\d\d\] (.*)$")
+COMMAND_RE = re.compile(r" \([^()]*\) …$")
+DURATION_RE = re.compile(r" \([\d.]+ s\)$")
+UNCONFINED_RE = re.compile(r"runs? unconfined", re.IGNORECASE)
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -88,6 +93,15 @@ def run_cli(cwd: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+def timed_lines(out: str) -> list[str]:
+    """The `[m:ss]` lines, without their times, the commands and the durations."""
+    found = []
+    for line in out.splitlines():
+        if match := TIMED_RE.match(line):
+            found.append(DURATION_RE.sub("", COMMAND_RE.sub(" …", match[1])))
+    return found
+
+
 def calls(tmp_path: Path) -> list[str]:
     log = tmp_path / "calls.log"
     lines = log.read_text().splitlines() if log.exists() else []
@@ -110,6 +124,35 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
     assert done.returncode == 0, done.stderr
     assert "→ US-001 attempt 1" in done.stdout and "ready for review" in done.stdout
     assert "the agent runs unconfined" in done.stderr  # no --sandbox: said, not hidden
+    # ...with what turned the sandbox off: not a variable the developer never set.
+    assert "(off by default" in done.stderr
+    assert "REQDRIVE_SANDBOX" not in done.stderr
+    # No silent gap: each step, agent call and gate run says what runs now, then how it ended.
+    assert timed_lines(done.stdout) == [
+        "baseline: measuring the base commit",
+        "baseline: running tests …",
+        "baseline: tests: 1 test, 0 failing",
+        "plan: planning the stories",
+        "plan (attempt 1): agent working …",
+        "plan (attempt 1): agent done, exit 0",
+        "implement: implementing the stories",
+        "US-001 attempt 1: agent working …",
+        "US-001 attempt 1: agent done, exit 0",
+        "US-001 attempt 1: running tests …",
+        "US-001 attempt 1: tests: 2 tests, 0 failing",
+        "US-001 attempt 1, its new tests on the parent (must fail): running tests …",
+        "US-001 attempt 1, its new tests on the parent (must fail): tests: 1 test, 1 failing",
+        "US-002 attempt 1: agent working …",
+        "US-002 attempt 1: agent done, exit 0",
+        "US-002 attempt 1: running tests …",
+        "US-002 attempt 1: tests: 3 tests, 0 failing",
+        "US-002 attempt 1, its new tests on the parent (must fail): running tests …",
+        "US-002 attempt 1, its new tests on the parent (must fail): tests: 1 test, 1 failing",
+        "verify: checking the final branch",
+        "verify: running tests …",
+        "verify: tests: 3 tests, 0 failing",
+        "deliver: writing the pull request body",
+    ]
     assert git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines() == [
         "feat: [US-002] - Feature 2",
         "feat: [US-001] - Feature 1",
@@ -418,3 +461,31 @@ def test_a_requirement_number_that_names_no_file_is_refused_not_planned(
     assert done.returncode == 8
     assert "no requirement file named REQ-404*.md" in done.stderr
     assert not (checkout / ".reqdrive" / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "variable", "named", "blamed_wrongly"),
+    [
+        (["--sandbox", "off"], "on", "--sandbox off", "REQDRIVE_SANDBOX"),
+        ([], "off", "REQDRIVE_SANDBOX=off", "--sandbox off"),
+    ],
+)
+def test_the_unconfined_warning_names_what_turned_the_sandbox_off(
+    tmp_path: Path,
+    checkout: Path,
+    option: list[str],
+    variable: str,
+    named: str,
+    blamed_wrongly: str,
+) -> None:
+    scenario = scenario_file(tmp_path, {"plan": [{"prd": prd(1)}]})
+    # --continue of a run that never was: refused right after the sandbox is chosen.
+    argv = command(tmp_path, scenario, *option, "--continue", "never-ran")
+    env = {**environment(), "REQDRIVE_SANDBOX": variable}
+    done = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode != 0
+    warnings = [line for line in done.stderr.splitlines() if UNCONFINED_RE.search(line)]
+    assert len(warnings) == 2, done.stderr
+    assert all(named in line and blamed_wrongly not in line for line in warnings), done.stderr
+    assert calls(tmp_path) == []

@@ -12,11 +12,12 @@ from tests.integration.test_pipeline import MakeProject, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from worker.exceptions import PrdError
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
+from worker.report.protocol import NullReporter
 from worker.run.checkpoint_file import FileCheckpointStore
 from worker.run.pipeline import Pipeline
 
 
-class Unreliable:
+class Unreliable(NullReporter):  # GitHub's events only, as GitHubReporter takes them
     """Sleeps on every event and fails each one the first time: a slow, flaky GitHub."""
 
     def __init__(self) -> None:

@@ -158,7 +158,7 @@ def test_worker_with_the_sandbox_off_says_so_loudly(tmp_path: Path) -> None:
             "PATH": str(tmp_path),
         }
         result = _cli("worker", tmp_path, env)
-    assert "UNCONFINED" in result.stderr
+    assert "UNCONFINED (REQDRIVE_SANDBOX=off)" in result.stderr  # what turned it off
     assert "bwrap" not in result.stderr  # off means not even looked for
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import re
+import time
 
 from tests.support.run_results import gate, result, story
-from worker.model.gates import GateResult
-from worker.model.state import AttemptOutcome, AttemptRecord, StopReason, StoryState
+from worker.model.gates import GateResult, GateSpec, TestStatus
+from worker.model.state import AttemptOutcome, AttemptRecord, RunStep, StopReason, StoryState
 from worker.report.console import ConsoleReporter
 
 
@@ -80,3 +82,59 @@ def test_a_plan_only_run_ends_with_the_plan_not_a_cancellation() -> None:
     )
     ConsoleReporter(out, plan_only=True).run_finished(cancelled)
     assert out.getvalue() == "planned: 2 stories; no story was run\n"
+
+
+def test_each_step_agent_call_and_gate_run_gets_a_line_with_the_time_since_the_start() -> None:
+    out = io.StringIO()
+    now = [100.0]
+    reporter = ConsoleReporter(out, clock=lambda: now[0])
+    tests = GateSpec(name="tests", command="python -m pytest -q")
+    reporter.step_started(RunStep.BASELINE)
+    now[0] = 114.0
+    reporter.gates_started("baseline", [tests])
+    now[0] = 127.0
+    statuses = {"t::a": TestStatus.FAILED, "t::b": TestStatus.PASSED, "t::c": TestStatus.PASSED}
+    baseline = gate("tests", False).model_copy(update={"tests": statuses})
+    reporter.gates_finished("baseline", [baseline], 13.24)
+    reporter.agent_started("plan-1")
+    now[0] = 160.0
+    reporter.agent_finished("plan-1", 33.0, "exit 0")
+    reporter.story_started(story("US-001", StoryState.PENDING), 2, 3)
+    reporter.agent_started("3")
+    reporter.gates_started("iteration-3", [tests])
+    reporter.gates_finished("iteration-3.parent", [gate("tests", True)], 1.0)
+    now[0] = 100 + 3723.0
+    reporter.step_started(RunStep.VERIFY)
+    reporter.gates_finished("verification", [gate("tests", False)], 2.0)
+    assert out.getvalue().splitlines() == [
+        "[0:00] baseline: measuring the base commit",
+        "[0:14] baseline: running tests (python -m pytest -q) …",
+        "[0:27] baseline: tests: 3 tests, 1 failing (13.2 s)",
+        "[0:27] plan (attempt 1): agent working …",
+        "[1:00] plan (attempt 1): agent done, exit 0 (33.0 s)",
+        "→ US-001 attempt 2 (iteration 3): Title of US-001",
+        "[1:00] US-001 attempt 2: agent working …",
+        "[1:00] US-001 attempt 2: running tests (python -m pytest -q) …",
+        "[1:00] US-001 attempt 2, its new tests on the parent (must fail): tests passed (1.0 s)",
+        "[1:02:03] verify: checking the final branch",
+        "[1:02:03] verify: tests FAILED (exit 1) (2.0 s)",
+    ]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_running_line_counts_its_seconds_until_its_end_replaces_it() -> None:
+    out = Terminal()
+    reporter = ConsoleReporter(out)
+    reporter.gates_started("baseline", [GateSpec(name="tests", command="pytest")])
+    deadline = time.monotonic() + 10
+    while "\r\x1b[K[0:0" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    reporter.gates_finished("baseline", [gate("tests", True)], 1.2)
+    shown = out.getvalue()
+    assert shown.startswith("[0:00] baseline: running tests (pytest) …\r\x1b[K")
+    assert re.search(r"\r\x1b\[K\[0:00\] baseline: running tests \(pytest\) … \ds", shown)
+    assert re.search(r"\r\x1b\[K\[0:0\d\] baseline: tests passed \(1.2 s\)\n$", shown)

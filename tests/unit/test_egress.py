@@ -266,7 +266,7 @@ def test_reqdrive_run_refuses_a_bad_network_setting(env: dict[str, str], said: s
     from worker.local.run_cli import _sandbox
 
     with pytest.raises(PreflightError, match=said):
-        _sandbox("on", env)
+        _sandbox("on", "--sandbox on", env)
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -274,7 +274,7 @@ def test_reqdrive_run_reads_the_network_settings() -> None:
     from worker.local.run_cli import _sandbox
 
     env = {"REQDRIVE_SANDBOX_NETWORK": "API", "REQDRIVE_SANDBOX_API_HOSTS": "llm.internal:8443"}
-    sandbox = _sandbox("on", env)
+    sandbox = _sandbox("on", "--sandbox on", env)
     assert sandbox is not None
     assert sandbox.network is SandboxNetwork.API
     assert sandbox.api_hosts == ()  # a check's sandbox: no way out

@@ -74,6 +74,9 @@ NO_PROXY_VARIABLES = ("NO_PROXY", "no_proxy")
 # Inside, loopback is the sandbox's own (a server the tests start): reached directly, unless
 # the call's model API is on the worker's loopback, which only the proxy leads to.
 SANDBOX_LOOPBACK = "localhost,127.0.0.1,::1"
+# What turns a worker's sandbox off: Settings read REQDRIVE_SANDBOX (from the environment or
+# `up`'s .env), whose default is on.
+ENVIRONMENT_OFF = "REQDRIVE_SANDBOX=off"
 
 
 class SandboxNetwork(StrEnum):
@@ -326,14 +329,17 @@ def make_sandbox(
     network: SandboxNetwork | str = SandboxNetwork.OPEN,
     api_hosts: Iterable[Endpoint] = (),
     limits: ResourceLimits = DEFAULT_LIMITS,
+    off_because: str = ENVIRONMENT_OFF,
 ) -> Sandbox | None:
-    """The sandbox a setting asks for (None for off, said loudly), checked to work here."""
+    """The sandbox a setting asks for (None for off, said loudly with what set it off: see
+    sandbox_choice), checked to work here."""
     sandbox = sandbox_for(mode, readonly, network=network, api_hosts=api_hosts, limits=limits)
     if sandbox is None:
         LOG.warning(
-            "agents run UNCONFINED: REQDRIVE_SANDBOX=off; an agent can read this process's "
-            "files, environment and credentials",
-            extra={"sandbox": "off"},
+            "agents run UNCONFINED (%s): an agent can read this process's files, environment "
+            "and credentials",
+            off_because,
+            extra={"sandbox": "off", "because": off_because},
         )
         return None
     # Found once, here at the edge, on the PATH this process started with: a call's wrap()
@@ -348,6 +354,16 @@ def make_sandbox(
     extra = {"network": sandbox.network.value, "reaches": reaches, "more_api_hosts": more}
     LOG.info("sandbox network", extra=extra)
     return sandbox
+
+
+def sandbox_choice(option: str | None, environment: str | None, default: str) -> tuple[str, str]:
+    """The mode asked for and what asked for it, to name in a warning: the command's
+    `--sandbox`, else REQDRIVE_SANDBOX, else the command's default."""
+    if option:
+        return option, f"--sandbox {option}"
+    if environment:
+        return environment, f"REQDRIVE_SANDBOX={environment}"
+    return default, f"{default} by default"
 
 
 def readonly_paths(value: str | None) -> list[Path]:

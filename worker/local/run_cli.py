@@ -23,6 +23,7 @@ from worker.confine.sandbox import (
     api_hosts,
     make_sandbox,
     readonly_paths,
+    sandbox_choice,
 )
 from worker.exceptions import (
     AgentError,
@@ -168,7 +169,9 @@ def main(argv: Sequence[str] | None = None, *, plan_only: bool = False) -> int:
             spec, args.continue_run, lambda line: print(f"{command}: {line}", file=sys.stderr)
         )
         store = FileCheckpointStore(spec.work_dir / "runs")
-        reporter: Reporter = ConsoleReporter(sys.stderr if plan_only else None, plan_only=plan_only)
+        # With --json, stdout is the outcome's alone.
+        progress = sys.stderr if plan_only or args.json else None
+        reporter: Reporter = ConsoleReporter(progress, plan_only=plan_only)
         pipeline = Pipeline(spec, reporter=reporter, checkpoints=store, cancel=cancel)
         redactor = pipeline.redactor
         result = pipeline.run()
@@ -283,7 +286,9 @@ def _spec(args: argparse.Namespace, *, plan_only: bool = False) -> RunSpec:
         source_env=env,
         gate_path=args.gate_path or env.get("REQDRIVE_GATE_PATH") or None,
         limits=_limits(env),
-        sandbox=_sandbox(args.sandbox or env.get("REQDRIVE_SANDBOX") or "off", env),
+        sandbox=_sandbox(
+            *sandbox_choice(args.sandbox, env.get("REQDRIVE_SANDBOX"), "off"), env=env
+        ),
         config_override=override,
     )
 
@@ -304,7 +309,7 @@ def _plan_text(path: Path | None) -> str | None:
         return handle.read(MAX_PRD_BYTES + 1).decode("utf-8", errors="replace")
 
 
-def _sandbox(mode: str, env: dict[str, str]) -> Sandbox | None:
+def _sandbox(mode: str, because: str, env: dict[str, str]) -> Sandbox | None:
     """The sandbox asked for, checked; off by default on a developer's machine, and said."""
     if mode not in {m.value for m in SandboxMode}:
         raise PreflightError(f"REQDRIVE_SANDBOX must be on or off, not {mode!r}")
@@ -318,11 +323,13 @@ def _sandbox(mode: str, env: dict[str, str]) -> Sandbox | None:
     except ValueError as error:
         raise PreflightError(f"REQDRIVE_SANDBOX_API_HOSTS: {error}") from None
     readonly = readonly_paths(env.get("REQDRIVE_SANDBOX_READONLY"))
-    sandbox = make_sandbox(mode, readonly, network=network, api_hosts=hosts, limits=_limits(env))
+    sandbox = make_sandbox(
+        mode, readonly, network=network, api_hosts=hosts, limits=_limits(env), off_because=because
+    )
     if sandbox is None:
         print(
-            "reqdrive run: the agent runs unconfined, with your permissions (--sandbox on "
-            "confines it to its worktree)",
+            f"reqdrive run: the agent runs unconfined, with your permissions ({because}; "
+            "--sandbox on confines it to its worktree)",
             file=sys.stderr,
         )
     return sandbox

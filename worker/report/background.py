@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from worker.model.gates import GateResult, GateSpec
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
 from worker.report.protocol import Reporter
 
@@ -67,6 +68,18 @@ class BackgroundReporter:
 
     def branch_pushed(self, branch: str, sha: str) -> None:
         self._put("branch_pushed", branch, sha)
+
+    def agent_started(self, label: str) -> None:
+        self._put("agent_started", label)
+
+    def agent_finished(self, label: str, seconds: float, ended: str) -> None:
+        self._put("agent_finished", label, seconds, ended)
+
+    def gates_started(self, label: str, gates: Sequence[GateSpec]) -> None:
+        self._put("gates_started", label, list(gates))
+
+    def gates_finished(self, label: str, results: Sequence[GateResult], seconds: float) -> None:
+        self._put("gates_finished", label, list(results), seconds)
 
     def run_finished(self, result: RunResult) -> None:
         self._put("run_finished", result)

@@ -3,35 +3,127 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from worker.model.gates import GateResult, GateSpec
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
+from worker.report.live_line import LiveLine
 from worker.report.story_states import (
     STATE_ICONS,
     attempt_outcome,
     count_stories,
     gate_summary,
+    plural,
     story_counts,
 )
+
+# What each step does, said when it starts (the workspace is made before the run starts).
+STEP_WORDS = {
+    RunStep.BASELINE: "measuring the base commit",
+    RunStep.PLAN: "planning the stories",
+    RunStep.IMPLEMENT: "implementing the stories",
+    RunStep.VERIFY: "checking the final branch",
+    RunStep.DELIVER: "writing the pull request body",
+}
+# The runs that judge a story's attempt besides its own gate run ("iteration-3").
+GATE_RUN_SUFFIXES = {
+    ".parent": ", its new tests on the parent (must fail)",
+    ".restored": ", the checks as they were before its change",
+}
+COMMAND_CHARS = 40
+
+
+def elapsed(seconds: float) -> str:
+    """ "0:07", "12:30", "1:02:03": time since the run started, as a stopwatch shows it."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def gate_line(result: GateResult) -> str:
+    """ "tests: 3 tests, 1 failing", "lint passed", "tests timed out": one gate run's result."""
+    if result.timed_out:
+        return f"{result.name} timed out"
+    failing = result.failed_tests
+    if result.tests is not None and failing is not None:
+        return f"{result.name}: {plural(len(result.tests), 'test')}, {len(failing)} failing"
+    verdict = "passed" if result.passed else f"FAILED (exit {result.exit_code})"
+    return f"{result.name} {verdict}"
+
+
+def _command(gate: GateSpec) -> str:
+    text = " ".join(gate.command.split())
+    return text if len(text) <= COMMAND_CHARS else text[: COMMAND_CHARS - 1] + "…"
 
 
 class ConsoleReporter:
     """One line per event, as it happens, for `reqdrive run` in a terminal."""
 
-    def __init__(self, stream: TextIO | None = None, *, plan_only: bool = False) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        plan_only: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._stream = stream or sys.stdout
         # `reqdrive plan`: the engine stops itself after the plan, which is no cancellation.
         self._plan_only = plan_only
+        self._clock = clock
+        self._started = clock()
+        self._attempt = ""  # "US-001 attempt 2": whose agent call and gate runs come next
+        # A terminal sees the seconds of what runs now count up; a file or pipe plain lines.
+        self._live = LiveLine(self._stream, clock=clock) if self._stream.isatty() else None
 
     def _say(self, text: str) -> None:
-        print(text, file=self._stream, flush=True)
+        if self._live is not None:
+            self._live.say(text)
+        else:
+            print(text, file=self._stream, flush=True)
+
+    def _timed(self, text: str, *, running: bool = False) -> None:
+        line = f"[{elapsed(self._clock() - self._started)}] {text}"
+        if running and self._live is not None:
+            self._live.hold(line)
+        else:
+            self._say(line)
+
+    def _gate_run(self, label: str) -> str:
+        """ "baseline", "verify", "US-001 attempt 2, its new tests on the parent commit"."""
+        if label in {"baseline", "verification"}:
+            return "baseline" if label == "baseline" else "verify"
+        for suffix, words in GATE_RUN_SUFFIXES.items():
+            if label.endswith(suffix):
+                return self._attempt + words
+        return self._attempt or label
+
+    def agent_started(self, label: str) -> None:
+        self._timed(f"{self._agent_call(label)}: agent working …", running=True)
+
+    def agent_finished(self, label: str, seconds: float, ended: str) -> None:
+        self._timed(f"{self._agent_call(label)}: agent done, {ended} ({seconds:.1f} s)")
+
+    def _agent_call(self, label: str) -> str:
+        if label.startswith("plan-"):
+            return f"plan (attempt {label.removeprefix('plan-')})"
+        return self._attempt or f"iteration {label}"
+
+    def gates_started(self, label: str, gates: Sequence[GateSpec]) -> None:
+        running = ", ".join(f"{g.name} ({_command(g)})" for g in gates)
+        self._timed(f"{self._gate_run(label)}: running {running} …", running=True)
+
+    def gates_finished(self, label: str, results: Sequence[GateResult], seconds: float) -> None:
+        said = "; ".join(gate_line(r) for r in results) or "no check ran"
+        self._timed(f"{self._gate_run(label)}: {said} ({seconds:.1f} s)")
 
     def run_started(self, run_id: str, source: str, branch: str) -> None:
         self._say(f"reqdrive run {run_id}: {source} → {branch}")
 
     def step_started(self, step: RunStep) -> None:
-        pass  # the console shows the plan and the stories themselves, not each step
+        if step in STEP_WORDS:
+            self._timed(f"{step}: {STEP_WORDS[step]}")
 
     def branch_pushed(self, branch: str, sha: str) -> None:
         self._say(f"  pushed {branch} at {sha[:12]}")
@@ -47,6 +139,7 @@ class ConsoleReporter:
             )
 
     def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None:
+        self._attempt = f"{story.id} attempt {attempt}"
         self._say(f"→ {story.id} attempt {attempt} (iteration {iteration}): {story.title}")
 
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from worker.model.gates import GateResult, GateSpec
 from worker.model.state import AttemptRecord, RunResult, RunStep, StoryRecord
 
 
@@ -30,13 +31,25 @@ class Reporter(Protocol):
 
     def branch_pushed(self, branch: str, sha: str) -> None: ...
 
+    # What runs now, for a person watching (the console); `label` names the call or gate run
+    # as the run folder does: "plan-1" or the iteration for agent calls; "baseline",
+    # "verification", "iteration-3" (and its ".parent", ".restored" runs) for gates.
+    def agent_started(self, label: str) -> None: ...
+
+    def agent_finished(self, label: str, seconds: float, ended: str) -> None: ...
+
+    def gates_started(self, label: str, gates: Sequence[GateSpec]) -> None: ...
+
+    def gates_finished(self, label: str, results: Sequence[GateResult], seconds: float) -> None: ...
+
     def run_finished(self, result: RunResult) -> None: ...
 
     def run_failed(self, step: RunStep, message: str, *, error_type: str = "") -> None: ...
 
 
 class NullReporter:
-    """Reports nowhere (jobs that only need the result, benchmarks)."""
+    """Reports nowhere (jobs that only need the result, benchmarks); the base of a reporter
+    that takes only some events (GitHub shows no agent call or gate run as it starts)."""
 
     def run_started(self, run_id: str, source: str, branch: str) -> None:
         pass
@@ -54,6 +67,18 @@ class NullReporter:
         pass
 
     def branch_pushed(self, branch: str, sha: str) -> None:
+        pass
+
+    def agent_started(self, label: str) -> None:
+        pass
+
+    def agent_finished(self, label: str, seconds: float, ended: str) -> None:
+        pass
+
+    def gates_started(self, label: str, gates: Sequence[GateSpec]) -> None:
+        pass
+
+    def gates_finished(self, label: str, results: Sequence[GateResult], seconds: float) -> None:
         pass
 
     def run_finished(self, result: RunResult) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from worker.agents.base import AgentCall, AgentOutcome
@@ -29,7 +30,9 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
         model=ctx.agent.model,
         sandbox=sandbox and sandbox.bind(readonly=[prompt_path]),
     )
+    ctx.reporter.agent_started(str(label))
     outcome = ctx.runner.run(call, cancel=ctx.cancel)
+    ctx.reporter.agent_finished(str(label), outcome.duration_s, _ended(ctx, outcome))
     sweep_leftovers(ctx)
     ctx.git.secure()  # before any git of ours reads what it may have planted
     places = ctx.places
@@ -49,6 +52,8 @@ def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateRe
     """The gates on the worktree as it is; what they wrote is dropped after."""
     if not ctx.gates:
         return []
+    ctx.reporter.gates_started(label, ctx.gates)
+    started = time.monotonic()
     results = run_gates(
         ctx.gates,
         cwd=ctx.git.path,
@@ -63,10 +68,20 @@ def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateRe
         homes=ctx.places.gate_home,
         limits=ctx.spec.limits,
     )
+    ctx.reporter.gates_finished(label, results, time.monotonic() - started)
     sweep_leftovers(ctx)
     ctx.git.secure()  # the gates ran the agent's code
     ctx.git.drop_leftovers()
     return results
+
+
+def _ended(ctx: RunContext, outcome: AgentOutcome) -> str:
+    """ "exit 0", "timed out", "exit 1: permission denied: Write": how a call ended, for a
+    person watching the run."""
+    if outcome.timed_out:
+        return "timed out"
+    said = f"exit {outcome.exit_code}" if outcome.exit_code is not None else "stopped"
+    return said + (f": {ctx.redactor.redact(outcome.error)}" if outcome.error else "")
 
 
 def _agent_sandbox(ctx: RunContext) -> Sandbox | None:

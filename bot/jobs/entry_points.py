@@ -11,7 +11,7 @@ from rq import get_current_job
 
 from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
 from bot.github.client import RepoClient
-from bot.github.reporter import PROGRESS_MARKER, Progress
+from bot.github.progress import PROGRESS_MARKER, Progress
 from bot.jobs.drive import AlreadyRunning, execute, reset_stories
 from bot.jobs.preflight import (
     Refusal,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from worker.model.state import RunResult, StoryRecord, StoryState
 from worker.report.inert_text import neutralize
-from worker.report.story_states import STATE_ICONS
+from worker.report.story_states import STATE_ICONS, attempt_outcome, plural
 
 PROGRESS_MARKER = "<!-- reqdrive:progress {run_id} -->"
 
@@ -48,13 +48,13 @@ def _story_line(story: StoryRecord, *, running: bool) -> str:
     seconds = sum(a.duration_s for a in story.attempts)
     cost = sum(a.cost_usd or 0.0 for a in story.attempts)
     state = "running" if running else str(story.state)
-    facts = f"{len(story.attempts)} attempts, {seconds:.0f}s, ${cost:.2f}"
+    facts = f"{plural(len(story.attempts), 'attempt')}, {seconds:.0f}s, ${cost:.2f}"
     line = f"- [{'x' if done else ' '}] {STATE_ICONS[story.state]} **{inline_code(story.id)}** "
     line += f"{inline_text(story.title)}: {state} ({facts})"
     if story.attempts and not done:
         last = story.attempts[-1]
         failing = [t for g in last.gates for t in (g.failed_tests or [])]
-        why = f"{last.outcome}" + (f": {inline_text(last.reason)}" if last.reason else "")
+        why = inline_text(attempt_outcome(last))
         line += f"\n  - last attempt: {why[:300]}"
         if failing:
             line += "\n  - failing: " + ", ".join(f"`{inline_code(t)}`" for t in failing[:10])

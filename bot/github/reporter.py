@@ -39,6 +39,7 @@ from worker.model.state import (
 )
 from worker.report.inert_text import neutralize
 from worker.report.pr_body import render_pr_body
+from worker.report.story_states import count_stories
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class GitHubReporter:
 
     def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
         self.progress.stories = [s.model_copy() for s in stories]
-        self.progress.status = f"📋 Plan: {len(stories)} stories"
+        self.progress.status = f"📋 Plan: {count_stories(len(stories))}"
         self._meta(step="implement")
         self._comment()
 

@@ -23,18 +23,23 @@ from bot.ops.startup import (
 )
 
 # The production web server, run as `python -m <first item>` by `reqdrive serve` (the Procfile's
-# web process) and by `reqdrive up`; switching servers is a change to this one line. granian's
+# web process) and by `reqdrive up`; switching servers is a change to this one table. granian's
 # Rust HTTP front end answered the intake bench 3-4x faster than any gunicorn worker model
 # (bench/README.md); one worker process per core, WEB_CONCURRENCY to override.
 # The server's own log lines go through bot/ops/logs.py's formatter too (server_logging.json).
 WEB_SERVER = (
-    "granian", "--interface", "asgi", "--workers", "{workers}", "--host", "{host}",
-    "--port", "{port}", "--no-access-log", "--log-config", "{log_config}",
+    "granian",
+    *("--interface", "asgi"),
+    *("--workers", "{workers}"),
+    *("--host", "{host}"),
+    *("--port", "{port}"),
+    "--no-access-log",
+    *("--log-config", "{log_config}"),
     # Slow clients: headers within 10 s (GitHub's own delivery timeout); bodies are read by
     # bot/web/asgi.py within a deadline and a memory budget, holding no thread while they arrive.
-    "--http1-header-read-timeout", "10000",
-    "--factory", "bot.web.asgi:create_asgi_app",
-)  # fmt: skip
+    *("--http1-header-read-timeout", "10000"),
+    *("--factory", "bot.web.asgi:create_asgi_app"),
+)
 SERVER_LOG_CONFIG = Path(__file__).parent / "ops" / "server_logging.json"
 
 # Commands on a local checkout, parsed by the engine's own modules (imported only when used).

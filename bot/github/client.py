@@ -3,41 +3,31 @@
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import requests
-from github import Auth, Github, GithubException, GithubRetry
+from github import Auth, Github, GithubException
 from github.CheckRun import CheckRun
 from github.IssueComment import IssueComment
 from github.PullRequest import PullRequest
+from github.Reaction import Reaction
 from github.Repository import Repository
 
 from bot.github.auth import AppAuth
+from bot.github.limits import fit_body, github_retry, rate_limit_wait, transient
 from bot.stores.write_budget import WriteBudget
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# GitHub refuses issue, comment, PR and check-run text over 65,536 characters.
-BODY_LIMIT = 65_536
-BODY_MARGIN = 512  # room for the note saying where the rest is, and the hidden marker
-MARKER_RE = re.compile(r"\n*(<!-- reqdrive:[^>]*-->)\s*\Z")
-# A 403/429 that names no wait: GitHub's advice for secondary limits is at least a minute.
-DEFAULT_LIMIT_WAIT_S = 60.0
-MAX_LIMIT_WAIT_S = 15 * 60.0
 MAX_ATTEMPTS = 4
 # The compare API lists at most 300 changed files (PyGithub's Comparison.files says so too);
 # a comparison that reaches it may have left files out.
 COMPARE_FILES_CAP = 300
-# Idempotent methods PyGithub's GithubRetry may repeat on a 5xx by itself. A POST is never in
-# this list: a POST that failed may have created what it asked for, so this module looks for
-# it (by marker or head branch) before it asks again.
-IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PATCH", "PUT", "DELETE"})
 
 
 class GitHubUnavailable(Exception):
@@ -52,58 +42,6 @@ class ClientSettings:
     timeout_s: float = 15.0
     seconds_between_requests: float = 0.25
     seconds_between_writes: float = 1.0
-
-
-def fit_body(text: str, where: str) -> str:
-    """`text` cut below GitHub's limit, with a note saying where the full text is; the hidden
-    marker at its end, if any, is kept so the comment or PR is still found again."""
-    if len(text) <= BODY_LIMIT - BODY_MARGIN:
-        return text
-    marker = MARKER_RE.search(text)
-    kept = text[: marker.start()] if marker else text
-    note = (
-        f"\n\n… (cut: {len(text):,} characters are more than GitHub shows; "
-        f"the full text is {where})"
-    )
-    body = kept[: BODY_LIMIT - BODY_MARGIN - len(note)] + note
-    return body + (f"\n\n{marker.group(1)}\n" if marker else "\n")
-
-
-def github_retry() -> GithubRetry:
-    """PyGithub's retry for idempotent calls: 5xx, and the 403s GithubRetry recognises."""
-    return GithubRetry(
-        total=3,
-        backoff_factor=0.5,
-        status_forcelist=list(range(500, 600)),
-        allowed_methods=IDEMPOTENT_METHODS,
-    )
-
-
-def rate_limit_wait(error: GithubException, now: float | None = None) -> float | None:
-    """Seconds to wait before repeating a call GitHub refused for its rate limits; None when
-    the refusal was not about limits (a 403 for missing permission must not be repeated)."""
-    if error.status not in (403, 429):
-        return None
-    headers = {k.lower(): v for k, v in (error.headers or {}).items()}
-    retry_after = headers.get("retry-after", "")
-    if retry_after.strip().isdigit():
-        return min(float(retry_after), MAX_LIMIT_WAIT_S)
-    if (
-        headers.get("x-ratelimit-remaining") == "0"
-        and headers.get("x-ratelimit-reset", "").isdigit()
-    ):
-        reset = float(headers["x-ratelimit-reset"]) - (time.time() if now is None else now)
-        return min(max(reset, 0.0) + 1.0, MAX_LIMIT_WAIT_S)
-    message = str((error.data or {}).get("message", "")) if isinstance(error.data, dict) else ""
-    if error.status == 429 or "rate limit" in message.lower():
-        return DEFAULT_LIMIT_WAIT_S
-    return None
-
-
-def _transient(error: Exception) -> bool:
-    if isinstance(error, requests.Timeout | requests.ConnectionError):
-        return True
-    return isinstance(error, GithubException) and error.status >= 500
 
 
 class RepoClient:
@@ -154,7 +92,7 @@ class RepoClient:
                 result = call()
             except GithubException as error:
                 wait = rate_limit_wait(error)
-                if wait is None and not _transient(error):
+                if wait is None and not transient(error):
                     raise
                 last = error
             except (requests.Timeout, requests.ConnectionError) as error:
@@ -171,9 +109,13 @@ class RepoClient:
                 wait = 0.5 * 2 ** (attempt - 1)
             log.warning(
                 "github call failed; retrying",
-                extra={"repo": self.full_name, "attempt": attempt, "wait_s": wait,
-                       "error": type(last).__name__},
-            )  # fmt: skip
+                extra={
+                    "repo": self.full_name,
+                    "attempt": attempt,
+                    "wait_s": wait,
+                    "error": type(last).__name__,
+                },
+            )
             self._sleep(wait)
         raise GitHubUnavailable(f"GitHub did not answer after {MAX_ATTEMPTS} attempts: {last}")
 
@@ -276,11 +218,13 @@ class RepoClient:
     def react(self, number: int, comment_id: int | None, content: str = "eyes") -> None:
         """A reaction on the comment, or on the issue itself; GitHub answers an existing one
         with 200, so repeating it is harmless."""
-        if comment_id is not None:
-            self.write(lambda: self.repo.get_issue(number).get_comment(comment_id)
-                       .create_reaction(content))  # fmt: skip
-        else:
-            self.write(lambda: self.repo.get_issue(number).create_reaction(content))
+
+        def create() -> Reaction:
+            issue = self.repo.get_issue(number)
+            on = issue if comment_id is None else issue.get_comment(comment_id)
+            return on.create_reaction(content)
+
+        self.write(create)
 
     def upsert_comment(
         self, number: int, marker: str, body: str, *, known_id: int | None = None
@@ -353,12 +297,15 @@ class RepoClient:
             self.write(pull.mark_ready_for_review)
 
     def create_check_run(
-        self, *, sha: str, external_id: str, status: str, output: Mapping[str, Any],
+        self,
+        *,
+        sha: str,
+        external_id: str,
+        status: str,
+        output: Mapping[str, Any],
         conclusion: str | None = None,
-    ) -> CheckRun:  # fmt: skip
-        fields: dict[str, Any] = {"status": status, "output": _fit_output(output)}
-        if conclusion is not None:
-            fields["conclusion"] = conclusion
+    ) -> CheckRun:
+        fields = _check_fields(status, output, conclusion)
         return self.write(
             lambda: self.repo.create_check_run(
                 name=CHECK_NAME, head_sha=sha, external_id=external_id, **fields
@@ -367,12 +314,14 @@ class RepoClient:
         )
 
     def update_check_run(
-        self, check_run_id: int, *, status: str, output: Mapping[str, Any],
+        self,
+        check_run_id: int,
+        *,
+        status: str,
+        output: Mapping[str, Any],
         conclusion: str | None = None,
-    ) -> None:  # fmt: skip
-        fields: dict[str, Any] = {"status": status, "output": _fit_output(output)}
-        if conclusion is not None:
-            fields["conclusion"] = conclusion
+    ) -> None:
+        fields = _check_fields(status, output, conclusion)
 
         def edit() -> None:
             self.repo.get_check_run(check_run_id).edit(**fields)
@@ -383,12 +332,16 @@ class RepoClient:
 CHECK_NAME = "reqdrive"
 
 
-def _fit_output(output: Mapping[str, Any]) -> dict[str, Any]:
+def _check_fields(status: str, output: Mapping[str, Any], conclusion: str | None) -> dict[str, Any]:
+    """A check run's status, output (its texts cut to GitHub's limit) and any conclusion."""
     fitted = dict(output)
     for key in ("summary", "text"):
         if key in fitted:
             fitted[key] = fit_body(str(fitted[key]), "in the progress comment and the run folder")
-    return fitted
+    fields: dict[str, Any] = {"status": status, "output": fitted}
+    if conclusion is not None:
+        fields["conclusion"] = conclusion
+    return fields
 
 
 class GitHubApp:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from github.PullRequest import PullRequest
@@ -18,6 +17,14 @@ from bot.github.annotations import (
     story_failures,
 )
 from bot.github.client import RepoClient
+from bot.github.progress import (
+    PROGRESS_MARKER,
+    Progress,
+    inline_code,
+    inline_text,
+    money_line,
+    next_steps,
+)
 from bot.stores.runs import RunRecord, RunRecords
 from worker.exceptions import RepoConfigError
 from worker.model.gates import GateResult
@@ -33,11 +40,10 @@ from worker.model.state import (
 from worker.report.inert_text import neutralize
 from worker.report.pr_body import render_pr_body
 from worker.report.protocol import NullReporter
-from worker.report.story_states import STATE_ICONS
+from worker.report.story_states import count_stories
 
 log = logging.getLogger(__name__)
 
-PROGRESS_MARKER = "<!-- reqdrive:progress {run_id} -->"
 KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED)
 
 
@@ -58,78 +64,6 @@ CONCLUSIONS = {
     StopReason.BUDGET_SPENT: Outcome.ACTION_REQUIRED,
     StopReason.SUPERSEDED: Outcome.NEUTRAL,
 }
-
-
-@dataclass
-class Progress:
-    """What the comment and the check run show; rendered as a whole every time."""
-
-    source: str
-    branch: str
-    stories: list[StoryRecord] = field(default_factory=list)
-    status: str = "⏳ Starting"
-    current: str | None = None
-    ending: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def checklist(self) -> str:
-        if not self.stories:
-            return "_Planning the requirement into stories…_"
-        return "\n".join(_story_line(s, running=s.id == self.current) for s in self.stories)
-
-    def render(self, run_id: str) -> str:
-        parts = [
-            f"### reqdrive: `{_code(self.source)}` → `{_code(self.branch)}`",
-            self.status,
-            *self.notes,
-            self.checklist(),
-            *self.ending,
-        ]
-        # Story ids, titles and reasons are the agent's words: no mention or closing keyword
-        # of theirs may act (each part is also made inert where it is put together).
-        text = [neutralize(p) for p in parts if p]
-        return "\n\n".join([*text, PROGRESS_MARKER.format(run_id=run_id)]) + "\n"
-
-
-def _story_line(story: StoryRecord, *, running: bool) -> str:
-    done = story.state in (StoryState.PASSED, StoryState.UNVERIFIED)
-    seconds = sum(a.duration_s for a in story.attempts)
-    cost = sum(a.cost_usd or 0.0 for a in story.attempts)
-    state = "running" if running else str(story.state)
-    facts = f"{len(story.attempts)} attempts, {seconds:.0f}s, ${cost:.2f}"
-    line = f"- [{'x' if done else ' '}] {STATE_ICONS[story.state]} **{_code(story.id)}** "
-    line += f"{_plain(story.title)}: {state} ({facts})"
-    if story.attempts and not done:
-        last = story.attempts[-1]
-        failing = [t for g in last.gates for t in (g.failed_tests or [])]
-        why = f"{last.outcome}" + (f": {_plain(last.reason)}" if last.reason else "")
-        line += f"\n  - last attempt: {why[:300]}"
-        if failing:
-            line += "\n  - failing: " + ", ".join(f"`{_code(t)}`" for t in failing[:10])
-    return line
-
-
-def _plain(text: str) -> str:
-    """Agent- or user-written text on one line: it cannot close or fake our hidden marker,
-    and GitHub does not act on its mentions or closing keywords."""
-    return neutralize(" ".join(text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").split()))
-
-
-def _code(text: str) -> str:
-    return _plain(text).replace("`", "'")
-
-
-def next_steps(stories: Sequence[StoryRecord]) -> str:
-    """What a person can do now, as commands they can paste."""
-    failed = [s.id for s in stories if s.state is StoryState.FAILED]
-    pending = [s.id for s in stories if s.state is StoryState.PENDING]
-    if not failed and not pending:
-        return ""
-    first = (failed or pending)[0]
-    return (
-        f"**Next:** comment `/reqdrive retry {first}` to run that story again, or "
-        "`/reqdrive retry` for every story that did not pass."
-    )
 
 
 class GitHubReporter(NullReporter):  # the agent calls and gate runs as they start: not shown
@@ -175,13 +109,13 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
 
     def plan_ready(self, stories: Sequence[StoryRecord]) -> None:
         self.progress.stories = [s.model_copy() for s in stories]
-        self.progress.status = f"📋 Plan: {len(stories)} stories"
+        self.progress.status = f"📋 Plan: {count_stories(len(stories))}"
         self._meta(step="implement")
         self._comment()
 
     def story_started(self, story: StoryRecord, attempt: int, iteration: int) -> None:
         self.progress.current = story.id
-        self.progress.status = f"🏃 Working on {_code(story.id)}, attempt {attempt}"
+        self.progress.status = f"🏃 Working on {inline_code(story.id)}, attempt {attempt}"
         self._meta(story=story.id, story_started_at=time.time())
         self._comment()
 
@@ -201,12 +135,7 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
         self._upsert_pull(self._interim_result(sha), ready=False)
         self._check_on_head(sha, status="in_progress")
         if previous_check is not None and previous_sha is not None:
-            self.client.update_check_run(
-                previous_check,
-                status="completed",
-                conclusion="neutral",
-                output={"title": "Superseded", "summary": f"The branch moved on to {sha[:12]}."},
-            )
+            self._supersede(previous_check, f"The branch moved on to {sha[:12]}.")
         self._save()
 
     def run_finished(self, result: RunResult) -> None:
@@ -219,13 +148,14 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
             conclusion = Outcome.SUCCESS
             self.progress.status = "✅ Done: every story and the final checks passed."
         else:
-            conclusion = CONCLUSIONS.get(result.stop_reason or StopReason.STORIES_SETTLED,
-                                         Outcome.FAILURE)  # fmt: skip
-            self.progress.status = f"🟡 Finished as a draft: {_plain(result.draft_reason or '')}."
+            stop = result.stop_reason or StopReason.STORIES_SETTLED
+            conclusion = CONCLUSIONS.get(stop, Outcome.FAILURE)
+            draft_reason = inline_text(result.draft_reason or "")
+            self.progress.status = f"🟡 Finished as a draft: {draft_reason}."
             if result.stop_reason is StopReason.CANCELLED:
                 self.progress.status = "⏹️ Cancelled: what passed is pushed; the PR stays a draft."
         self.progress.ending = [
-            f"Stopped because: {result.stop_reason}. {_money(result)}",
+            f"Stopped because: {result.stop_reason}. {money_line(result)}",
             next_steps(result.stories),
         ]
         if result.head_sha != result.base_sha:
@@ -248,7 +178,7 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
             return
         self.ended = True
         self.progress.current = None
-        self.progress.status = f"❌ Stopped at the {step} step: {_plain(message)[:1000]}"
+        self.progress.status = f"❌ Stopped at the {step} step: {inline_text(message)[:1000]}"
         self.progress.ending = [next_steps(self.progress.stories)]
         sha = self.head_sha or self._base_sha() or self.fallback_sha()
         if sha:
@@ -277,14 +207,16 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
         body = render_pr_body(result, closes_issue=self.record.issue_number)
         if self.record.repo_path and self.record.issue_number is None:
             body = f"Requirement: `{self.record.repo_path}`\n\n{body}"
-        title = f"reqdrive: {_plain(result.project or self.record.source)}"
+        title = f"reqdrive: {inline_text(result.project or self.record.source)}"
         pull = self._pull
         if pull is None and self.record.pull_number is not None:
             number = self.record.pull_number
             pull = self.client.read(lambda: self.client.repo.get_pull(number))
         if pull is None:
-            pull = self.client.open_pull(branch=self.record.branch, base=self.record.base_branch,
-                                         title=title, body=body, draft=True)  # fmt: skip
+            branch, base = self.record.branch, self.record.base_branch
+            pull = self.client.open_pull(
+                branch=branch, base=base, title=title, body=body, draft=True
+            )
             self.client.add_labels(pull, self.labels)
             if self.record.comment_target is None:
                 self.record.comment_target = pull.number
@@ -328,16 +260,23 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
             return
         output, sent = self._output(annotations, fresh=True)
         run = self.client.create_check_run(
-            sha=sha, external_id=self.record.run_id, status="completed",
-            conclusion=conclusion, output=output,
-        )  # fmt: skip
+            sha=sha,
+            external_id=self.record.run_id,
+            status="completed",
+            conclusion=conclusion,
+            output=output,
+        )
         if self.record.check_run_id is not None:  # the one on an older head must not stay open
-            self.client.update_check_run(
-                self.record.check_run_id, status="completed", conclusion="neutral",
-                output={"title": "Superseded", "summary": f"The run ended on {sha[:12]}."},
-            )  # fmt: skip
+            self._supersede(self.record.check_run_id, f"The run ended on {sha[:12]}.")
         self.record.check_run_id, self.record.check_sha = run.id, sha
         self.record.annotated = sent
+
+    def _supersede(self, check_run_id: int, summary: str) -> None:
+        """An earlier head's check run completes as neutral: nothing stays "in progress"."""
+        output = {"title": "Superseded", "summary": summary}
+        self.client.update_check_run(
+            check_run_id, status="completed", conclusion="neutral", output=output
+        )
 
     def _output(
         self, annotations: Sequence[dict[str, Any]] = (), *, fresh: bool = True
@@ -349,7 +288,7 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
         send = new[: max(MAX_ANNOTATIONS - len(had), 0)]
         summary = [*self.progress.notes, self.progress.checklist(), *self.progress.ending]
         output: dict[str, Any] = {
-            "title": _plain(self.progress.status)[:200] or "reqdrive",
+            "title": inline_text(self.progress.status)[:200] or "reqdrive",
             "summary": "\n\n".join(
                 neutralize(p) for p in [*summary, left_out_note(len(new) - len(send))] if p
             ),
@@ -399,8 +338,3 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
 
     def _save(self) -> None:
         self.records.save(self.record)
-
-
-def _money(result: RunResult) -> str:
-    minutes, seconds = divmod(int(result.duration_s), 60)
-    return f"Time {minutes}m {seconds:02d}s, cost ${result.cost_usd:.2f}."

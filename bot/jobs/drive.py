@@ -131,18 +131,23 @@ def execute(
     rt.records.save(record)
     reporter_class = PlanReporter if plan_only else GitHubReporter
     reporter = reporter_class(
-        client, record, rt.records, checkpoints=rt.checkpoints, labels=labels,
-        on_meta=_meta_saver(record), fallback_sha=lambda: client.branch_sha(record.base_branch),
-    )  # fmt: skip
+        client,
+        record,
+        rt.records,
+        checkpoints=rt.checkpoints,
+        labels=labels,
+        on_meta=_meta_saver(record),
+        fallback_sha=lambda: client.branch_sha(record.base_branch),
+    )
     if note:
         reporter.note(note)
     with run_lock(rt, record) as lock:
         monitor = Monitor(rt, record, cancel, lock)
         monitor.start()
         try:
-            pipeline = Pipeline(_spec(rt, record, plan_only=plan_only),
-                                reporter=MeteredReporter(reporter, rt.conn),
-                                checkpoints=rt.checkpoints, cancel=cancel)  # fmt: skip
+            spec = _spec(rt, record, plan_only=plan_only)
+            metered = MeteredReporter(reporter, rt.conn)
+            pipeline = Pipeline(spec, reporter=metered, checkpoints=rt.checkpoints, cancel=cancel)
             return pipeline.run()
         except Exception as error:
             log.exception("run failed", extra={"run_id": record.run_id})
@@ -151,8 +156,8 @@ def execute(
             step = getattr(pipeline, "step", "start") if "pipeline" in locals() else "start"
             # The reporter picks the conclusion from the error's type: a config error is
             # action_required, rq's JobTimeoutException (the job's timeout) timed_out.
-            reporter.run_failed(str(step), str(error) or type(error).__name__,
-                                error_type=type(error).__name__)  # fmt: skip
+            kind = type(error).__name__
+            reporter.run_failed(str(step), str(error) or kind, error_type=kind)
             return None
         finally:
             monitor.stopping.set()
@@ -167,8 +172,8 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
 
     def credentials() -> GitCredentials:
         # Cached by auth until shortly before it expires, so each push gets a live token.
-        return GitCredentials(rt.app.auth.token(record.installation_id, record.repo,
-                                                RUN_PERMISSIONS))  # fmt: skip
+        token = rt.app.auth.token(record.installation_id, record.repo, RUN_PERMISSIONS)
+        return GitCredentials(token)
 
     secrets = [credentials().token]  # fails here, before any work, when no token is granted
     for secret in (settings.github_webhook_secret, settings.github_private_key):
@@ -209,8 +214,8 @@ def _meta_saver(record: RunRecord) -> Any:
     def save(values: dict[str, object]) -> None:
         if job is None:
             return
-        job.meta.update({"run_id": record.run_id, "repo": record.repo,
-                         "requirement": record.source, **values})  # fmt: skip
+        run = {"run_id": record.run_id, "repo": record.repo, "requirement": record.source}
+        job.meta.update({**run, **values})
         job.save_meta()  # type: ignore[no-untyped-call]
 
     save({})
@@ -225,8 +230,8 @@ def _rerun_if_asked(rt: Runtime, record: RunRecord) -> None:
     if raw is None:
         return
     arguments = json.loads(raw)
-    rt.queue.enqueue("bot.jobs.run_requirement", kwargs=arguments,
-                     job_timeout=int(rt.settings.reqdrive_job_timeout_hours * 3600))  # fmt: skip
+    timeout_s = int(rt.settings.reqdrive_job_timeout_hours * 3600)
+    rt.queue.enqueue("bot.jobs.run_requirement", kwargs=arguments, job_timeout=timeout_s)
     log.info("requirement changed during the run; queued again", extra={"run_id": record.run_id})
 
 

@@ -20,14 +20,10 @@ def changed_requirement_files(
     since = base if base and base != NO_COMMIT else None
     files = client.changed_files(since, head) if since else None
     if files is not None:
-        return sorted(
-            path for path, status in files
-            if status != "removed" and is_requirement_file(path, requirements_dir)
-        )  # fmt: skip
+        kept = [path for path, status in files if status != "removed"]
+        return sorted(p for p in kept if is_requirement_file(p, requirements_dir))
     folder = requirements_folder(requirements_dir)
     before = client.folder_shas(folder, since) if since else {}
     after = client.folder_shas(folder, head)
-    return sorted(
-        path for path, sha in after.items()
-        if is_requirement_file(path, requirements_dir) and before.get(path) != sha
-    )  # fmt: skip
+    changed = [path for path, sha in after.items() if before.get(path) != sha]
+    return sorted(p for p in changed if is_requirement_file(p, requirements_dir))

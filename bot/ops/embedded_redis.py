@@ -78,14 +78,14 @@ class EmbeddedRedis:
         argv = [
             self.executable,
             str(config),  # the password, where only this user can read it
-            "--port", "0",  # no TCP listener: only the socket
-            "--unixsocket", str(self.socket_path),
-            "--unixsocketperm", f"{PRIVATE_FILE_MODE:o}",
-            "--dir", str(self.directory),
-            "--appendonly", "yes" if self.append_only else "no",
-            "--save", "",
-            "--logfile", str(self.directory / "redis.log"),
-        ]  # fmt: skip
+            *("--port", "0"),  # no TCP listener: only the socket
+            *("--unixsocket", str(self.socket_path)),
+            *("--unixsocketperm", f"{PRIVATE_FILE_MODE:o}"),
+            *("--dir", str(self.directory)),
+            *("--appendonly", "yes" if self.append_only else "no"),
+            *("--save", ""),
+            *("--logfile", str(self.directory / "redis.log")),
+        ]
         # Its own process group: a terminal's Ctrl-C reaches `reqdrive up` and its web and worker
         # groups, but Redis must stay up until the worker's warm shutdown is done with it.
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, process_group=0)

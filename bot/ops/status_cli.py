@@ -16,8 +16,8 @@ from bot.ops.embedded_redis import EmbeddedRedis
 from bot.ops.queue_status import DEFAULT_FINISHED, queue_json, queue_status, render_queue
 from bot.ops.settings import REDIS_SCHEMES
 from worker.exceptions import PreflightError, ReqdriveError
+from worker.local.exit_codes import ExitCode, exit_code_for
 from worker.local.repo_cli import work_dir_for
-from worker.local.run_cli import ExitCode, exit_code_for
 from worker.local.runs import list_runs, read_run, render_runs, run_folder
 
 

@@ -11,8 +11,10 @@ from worker.model.prd import STORY_ID_RE  # any id a PRD may hold; ASCII, so "US
 # "/reqdrive" must be the whole first word of the comment's first non-blank line, indented by
 # at most three spaces: Markdown shows four spaces or a tab as a code block, and a command
 # quoted in a code block (or after "> ") is someone showing the command, not giving it.
-COMMAND_RE = re.compile(r"\A(?:[ \t]*\r?\n)*[ ]{0,3}/reqdrive(?:[ \t]+(?P<args>[^\r\n]*))?"
-                        r"[ \t]*(?:\r?\n|\Z)", re.IGNORECASE)  # fmt: skip
+COMMAND_RE = re.compile(
+    r"\A(?:[ \t]*\r?\n)*[ ]{0,3}/reqdrive(?:[ \t]+(?P<args>[^\r\n]*))?[ \t]*(?:\r?\n|\Z)",
+    re.IGNORECASE,
+)
 LEGACY_STORY_ID_RE = re.compile(r"\Aus-(?P<number>[0-9]{1,6})\Z", re.ASCII | re.IGNORECASE)
 
 VERBS = {

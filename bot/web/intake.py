@@ -118,15 +118,18 @@ class Intake:
         try:
             accepted = self._enqueuer.accept(event.delivery_id, triggers[:MAX_JOBS_PER_DELIVERY])
         except QueueUnavailable as exc:
-            log.warning("queue unavailable", extra={"delivery_id": event.delivery_id,
-                                                    "error": str(exc)})  # fmt: skip
+            log.warning(
+                "queue unavailable", extra={"delivery_id": event.delivery_id, "error": str(exc)}
+            )
             return QUEUE_DOWN
         answer = _accepted_answer(event, accepted)
         if dropped:
-            log.warning("jobs capped", extra={"delivery_id": event.delivery_id,
-                                              "dropped": dropped})  # fmt: skip
-            capped = {"limit": MAX_JOBS_PER_DELIVERY, "dropped": dropped,
-                      "note": "push the remaining requirement files separately"}  # fmt: skip
+            log.warning("jobs capped", extra={"delivery_id": event.delivery_id, "dropped": dropped})
+            capped = {
+                "limit": MAX_JOBS_PER_DELIVERY,
+                "dropped": dropped,
+                "note": "push the remaining requirement files separately",
+            }
             note = {"capped": capped}
             answer = Answer(answer.status, {**answer.body, **note})
         return answer
@@ -174,9 +177,16 @@ def _accepted_answer(event: Event, accepted: Accepted) -> Answer:
         log.info("duplicate delivery", extra={"delivery_id": event.delivery_id})
         return Answer(200, {"duplicate": True, "job_ids": job_ids, "jobs": jobs})
     for job in accepted.jobs:  # one line per job, so a job id found in the worker's log leads here
-        log.info("job queued", extra={"delivery_id": event.delivery_id, "job_id": job.id,
-                                      "event": event.name, "kind": job.kind,
-                                      "coalesced": job.coalesced})  # fmt: skip
+        log.info(
+            "job queued",
+            extra={
+                "delivery_id": event.delivery_id,
+                "job_id": job.id,
+                "event": event.name,
+                "kind": job.kind,
+                "coalesced": job.coalesced,
+            },
+        )
     return Answer(202, {"job_ids": job_ids, "jobs": jobs})
 
 

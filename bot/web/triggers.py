@@ -47,8 +47,8 @@ def issue_labeled(event: Event, ctx: TriggerContext) -> list[Trigger]:
         or p.sender.is_bot  # an App (this one included) labelling an issue starts nothing
     ):
         return []
-    return [_request(event, JobKind.RUN, requirement=f"ISSUE-{p.issue.number}",
-                     issue_number=p.issue.number)]  # fmt: skip
+    number = p.issue.number
+    return [_request(event, JobKind.RUN, requirement=f"ISSUE-{number}", issue_number=number)]
 
 
 def push(event: Event, ctx: TriggerContext) -> list[Trigger]:
@@ -106,8 +106,15 @@ def comment_created(event: Event, ctx: TriggerContext) -> list[Trigger]:
         return []
     # On a pull request the job finds the requirement from the PR's branch and marker.
     requirement = None if p.issue.is_pull_request else f"ISSUE-{p.issue.number}"
-    return [_request(event, command.kind, requirement=requirement, issue_number=p.issue.number,
-                     story_id=command.story_id, comment_id=p.comment.id)]  # fmt: skip
+    request = _request(
+        event,
+        command.kind,
+        requirement=requirement,
+        issue_number=p.issue.number,
+        story_id=command.story_id,
+        comment_id=p.comment.id,
+    )
+    return [request]
 
 
 def pull_request_closed(event: Event, ctx: TriggerContext) -> list[Trigger]:
@@ -157,8 +164,13 @@ def _pushed_by_app(event: Event, ctx: TriggerContext) -> bool:
 
 def _scan(event: Event, head_sha: str) -> RunRequest:
     # The scan job asks GitHub what the push changed and reads the config (bot/jobs/push_scan.py).
-    return _request(event, JobKind.SCAN, requirement=f"PUSH-{head_sha}", head_sha=head_sha,
-                    base_sha=event.payload.before)  # fmt: skip
+    return _request(
+        event,
+        JobKind.SCAN,
+        requirement=f"PUSH-{head_sha}",
+        head_sha=head_sha,
+        base_sha=event.payload.before,
+    )
 
 
 def _request(event: Event, kind: JobKind, **fields: object) -> RunRequest:

@@ -15,7 +15,7 @@ import pytest
 from tests.integration.test_pipeline import MakeProject, Project, implement, prd, project_factory
 from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox
 from worker.exceptions import ChecksCannotStart
-from worker.local.run_cli import ExitCode, exit_code_for
+from worker.local.exit_codes import ExitCode, exit_code_for
 from worker.model.state import RunResult, StoryState
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

@@ -137,6 +137,7 @@ def test_a_run_failing_later_annotates_a_new_check_run_on_the_base(
     rep = reporter(redis_conn)
     failed = story("Feature", StoryState.FAILED, [failing_gate(1)])
     rep.plan_ready([failed])
+    assert "📋 Plan: 1 story\n" in gh.comments_on(REPO, 1)[-1]["body"]
     rep.story_finished(failed, failed.attempts[0])  # no check run yet: nothing to annotate
     assert gh.check_runs_of(REPO) == []
 

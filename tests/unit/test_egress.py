@@ -263,18 +263,18 @@ def test_closing_the_proxy_ends_open_tunnels_and_removes_its_socket() -> None:
 )
 def test_reqdrive_run_refuses_a_bad_network_setting(env: dict[str, str], said: str) -> None:
     from worker.exceptions import PreflightError
-    from worker.local.run_cli import _sandbox
+    from worker.local.spec_from_args import sandbox_from
 
     with pytest.raises(PreflightError, match=said):
-        _sandbox("on", "--sandbox on", env)
+        sandbox_from("on", "--sandbox on", env)
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 def test_reqdrive_run_reads_the_network_settings() -> None:
-    from worker.local.run_cli import _sandbox
+    from worker.local.spec_from_args import sandbox_from
 
     env = {"REQDRIVE_SANDBOX_NETWORK": "API", "REQDRIVE_SANDBOX_API_HOSTS": "llm.internal:8443"}
-    sandbox = _sandbox("on", "--sandbox on", env)
+    sandbox = sandbox_from("on", "--sandbox on", env)
     assert sandbox is not None
     assert sandbox.network is SandboxNetwork.API
     assert sandbox.api_hosts == ()  # a check's sandbox: no way out

@@ -9,14 +9,8 @@ import redis
 from github import GithubException
 
 from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS, AppAuth
-from bot.github.client import (
-    BODY_LIMIT,
-    ClientSettings,
-    GitHubApp,
-    GitHubUnavailable,
-    RepoClient,
-    fit_body,
-)
+from bot.github.client import ClientSettings, GitHubApp, GitHubUnavailable, RepoClient
+from bot.github.limits import BODY_LIMIT, fit_body
 from bot.stores.write_budget import WriteBudget
 from tests.support.github_http import API, FakeGitHub, private_key_pem
 

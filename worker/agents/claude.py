@@ -21,15 +21,15 @@ from worker.git.runner import COMMITTER_EMAIL, COMMITTER_NAME
 # arguments (and none); each part of `a && b` or `a | b` needs its own. These rules are not a
 # sandbox (`git -c alias.x='!cmd' x` runs anything): what protects secrets is that the
 # environment holds none, so the list aims at letting the agent work, not at confining it.
-DEFAULT_BASH_COMMANDS = (
-    "git status", "git diff", "git log", "git show", "git add", "git commit", "git rm",
-    "git mv", "git restore", "git ls-files", "git grep", "git rev-parse", "git branch",
-    "ls", "cat", "head", "tail", "wc", "grep", "find", "sort", "mkdir", "touch", "pwd",
-    "echo", "cd", "true", "test",
-    "python", "python3", "pytest", "ruff", "mypy", "tox", "uv run",
-    "node", "npm test", "npm run", "npx", "yarn test", "pnpm test",
-    "make", "go test", "go build", "go vet", "cargo test", "cargo build", "cargo check",
-)  # fmt: skip
+BASH_COMMAND_GROUPS = (
+    "git status, git diff, git log, git show, git add, git commit, git rm, git mv, git restore",
+    "git ls-files, git grep, git rev-parse, git branch",
+    "ls, cat, head, tail, wc, grep, find, sort, mkdir, touch, pwd, echo, cd, true, test",
+    "python, python3, pytest, ruff, mypy, tox, uv run",
+    "node, npm test, npm run, npx, yarn test, pnpm test",
+    "make, go test, go build, go vet, cargo test, cargo build, cargo check",
+)
+DEFAULT_BASH_COMMANDS = tuple(c for group in BASH_COMMAND_GROUPS for c in group.split(", "))
 # No file tools here: acceptEdits lets Write and Edit reach the worktree and --add-dir folders
 # only, while naming "Write" or "Read" in --allowedTools would open every path on the machine.
 DEFAULT_ALLOWED_TOOLS = tuple(f"Bash({command} *)" for command in DEFAULT_BASH_COMMANDS)

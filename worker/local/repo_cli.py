@@ -12,9 +12,11 @@ from pathlib import Path
 
 from worker.confine.redact import Redactor
 from worker.exceptions import ReqdriveError
+from worker.local.checkout import repo_root
+from worker.local.exit_codes import ExitCode, exit_code_for
 from worker.local.init_repo import described, init_repository
-from worker.local.run_cli import SECRET_ENV_RE, ExitCode, exit_code_for, repo_root
 from worker.local.runs import current_log, holder, progress_path, run_folder
+from worker.local.spec_from_args import SECRET_ENV_RE
 from worker.local.validate_repo import SEEDS_CONFIG, convert_seeds_config, validate_repository
 
 FOLLOW_INTERVAL_S = 0.5

@@ -14,8 +14,9 @@ from worker.confine.redact import Redactor
 from worker.exceptions import PreflightError, ReqdriveError
 from worker.git.cache import RepositoryCache
 from worker.git.run_branches import release_run, remote_refs, update_remote_refs
+from worker.local.checkout import repo_root
+from worker.local.exit_codes import ExitCode, exit_code_for
 from worker.local.repo_cli import work_dir_for
-from worker.local.run_cli import ExitCode, exit_code_for, repo_root
 from worker.local.run_start import KEPT_REF
 from worker.local.runs import RunLine, list_runs, read_run, render_list, run_folder
 from worker.report.run_folder import RunFolder

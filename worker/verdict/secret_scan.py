@@ -33,6 +33,17 @@ UNPACKERS: dict[bytes, Callable[[], Decompressor]] = {
     b"\xfd7zXZ\x00": lzma.LZMADecompressor,
 }
 ZIP_MAGIC = b"PK\x03\x04"
+# What a damaged or hostile compressed file raises while it is unpacked (zipfile raises
+# RuntimeError for an encrypted member).
+UNPACK_ERRORS = (
+    OSError,
+    EOFError,
+    ValueError,
+    lzma.LZMAError,
+    zlib.error,
+    zipfile.BadZipFile,
+    RuntimeError,
+)
 # Blobs read by one `git show`: one process per batch instead of three per file.
 BATCH_BLOBS = 1000
 BATCH_BYTES = 16 * 1024 * 1024
@@ -200,8 +211,7 @@ class SecretScanner:
                     return f"{problem}, compressed"
         except UnscannableStream as error:
             return str(error)
-        except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error, zipfile.BadZipFile,
-                RuntimeError):  # fmt: skip
+        except UNPACK_ERRORS:
             return "a compressed file that cannot be unpacked to scan"
         except _TooLarge:
             return f"unpacks to more than {MAX_SCAN_BYTES} bytes; too large to scan"

@@ -1,0 +1,89 @@
+"""The progress comment: a run's status, its stories' checklist and what a person can do next."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from worker.model.state import RunResult, StoryRecord, StoryState
+from worker.report.inert_text import neutralize
+from worker.report.story_states import STATE_ICONS, attempt_outcome, plural
+
+PROGRESS_MARKER = "<!-- reqdrive:progress {run_id} -->"
+
+
+@dataclass
+class Progress:
+    """What the comment and the check run show; rendered as a whole every time."""
+
+    source: str
+    branch: str
+    stories: list[StoryRecord] = field(default_factory=list)
+    status: str = "⏳ Starting"
+    current: str | None = None
+    ending: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def checklist(self) -> str:
+        if not self.stories:
+            return "_Planning the requirement into stories…_"
+        return "\n".join(_story_line(s, running=s.id == self.current) for s in self.stories)
+
+    def render(self, run_id: str) -> str:
+        parts = [
+            f"### reqdrive: `{inline_code(self.source)}` → `{inline_code(self.branch)}`",
+            self.status,
+            *self.notes,
+            self.checklist(),
+            *self.ending,
+        ]
+        # Story ids, titles and reasons are the agent's words: no mention or closing keyword
+        # of theirs may act (each part is also made inert where it is put together).
+        text = [neutralize(p) for p in parts if p]
+        return "\n\n".join([*text, PROGRESS_MARKER.format(run_id=run_id)]) + "\n"
+
+
+def _story_line(story: StoryRecord, *, running: bool) -> str:
+    done = story.state in (StoryState.PASSED, StoryState.UNVERIFIED)
+    seconds = sum(a.duration_s for a in story.attempts)
+    cost = sum(a.cost_usd or 0.0 for a in story.attempts)
+    state = "running" if running else str(story.state)
+    facts = f"{plural(len(story.attempts), 'attempt')}, {seconds:.0f}s, ${cost:.2f}"
+    line = f"- [{'x' if done else ' '}] {STATE_ICONS[story.state]} **{inline_code(story.id)}** "
+    line += f"{inline_text(story.title)}: {state} ({facts})"
+    if story.attempts and not done:
+        last = story.attempts[-1]
+        failing = [t for g in last.gates for t in (g.failed_tests or [])]
+        why = inline_text(attempt_outcome(last))
+        line += f"\n  - last attempt: {why[:300]}"
+        if failing:
+            line += "\n  - failing: " + ", ".join(f"`{inline_code(t)}`" for t in failing[:10])
+    return line
+
+
+def inline_text(text: str) -> str:
+    """Agent- or user-written text on one line: it cannot close or fake our hidden marker,
+    and GitHub does not act on its mentions or closing keywords."""
+    return neutralize(" ".join(text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").split()))
+
+
+def inline_code(text: str) -> str:
+    return inline_text(text).replace("`", "'")
+
+
+def next_steps(stories: Sequence[StoryRecord]) -> str:
+    """What a person can do now, as commands they can paste."""
+    failed = [s.id for s in stories if s.state is StoryState.FAILED]
+    pending = [s.id for s in stories if s.state is StoryState.PENDING]
+    if not failed and not pending:
+        return ""
+    first = (failed or pending)[0]
+    return (
+        f"**Next:** comment `/reqdrive retry {first}` to run that story again, or "
+        "`/reqdrive retry` for every story that did not pass."
+    )
+
+
+def money_line(result: RunResult) -> str:
+    minutes, seconds = divmod(int(result.duration_s), 60)
+    return f"Time {minutes}m {seconds:02d}s, cost ${result.cost_usd:.2f}."

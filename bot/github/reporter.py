@@ -38,7 +38,7 @@ from worker.report.story_states import STATE_ICONS
 log = logging.getLogger(__name__)
 
 PROGRESS_MARKER = "<!-- reqdrive:progress {run_id} -->"
-KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED)
+KEPT = (AttemptOutcome.PASSED, AttemptOutcome.NOTHING_TO_CHANGE, AttemptOutcome.UNVERIFIED)
 
 
 class Outcome:

@@ -44,7 +44,7 @@ from worker.report.story_states import count_stories
 
 log = logging.getLogger(__name__)
 
-KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED)
+KEPT = (AttemptOutcome.PASSED, AttemptOutcome.NOTHING_TO_CHANGE, AttemptOutcome.UNVERIFIED)
 
 
 class Outcome:

@@ -53,6 +53,9 @@ class AttemptOutcome(StrEnum):
     """How one agent call on a story ended, as the worker judged it."""
 
     PASSED = "passed"
+    # The agent changed nothing, and the story's own tests and every other test pass on the
+    # branch as it is: the story is done, judged on its tests, not on what the agent typed.
+    NOTHING_TO_CHANGE = "passed (nothing to change)"
     UNVERIFIED = "unverified"
     NEEDS_REVIEW = "needs review"
     GATES_FAILED = "gates failed"

@@ -93,6 +93,8 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
         commit = f"`{s.commit[:12]}`" if s.commit else "—"
         last = s.attempts[-1].reason if s.attempts and s.state is not StoryState.PASSED else ""
         state = f"{s.state}" + (f" ({_cell(last)})" if last else "")
+        if s.attempts and s.attempts[-1].outcome is AttemptOutcome.NOTHING_TO_CHANGE:
+            state = str(AttemptOutcome.NOTHING_TO_CHANGE)
         rows.append(
             f"| {STATE_ICONS[s.state]} | {_cell(s.id)} | {_cell(s.title)} | {state} "
             f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} |"

@@ -24,7 +24,12 @@ STATE_ORDER = (
 
 
 # Outcomes whose commit stays: a gate failing beside them failed before the story too.
-KEPT_OUTCOMES = (AttemptOutcome.PASSED, AttemptOutcome.NEEDS_REVIEW, AttemptOutcome.UNVERIFIED)
+KEPT_OUTCOMES = (
+    AttemptOutcome.PASSED,
+    AttemptOutcome.NOTHING_TO_CHANGE,
+    AttemptOutcome.NEEDS_REVIEW,
+    AttemptOutcome.UNVERIFIED,
+)
 
 
 def plural(count: int, noun: str) -> str:

@@ -24,7 +24,7 @@ from worker.verdict.judging import (
     tests_by_id,
 )
 from worker.verdict.secret_scan import SecretScanner
-from worker.verdict.story_verdict import Evidence, decide
+from worker.verdict.story_verdict import Evidence, decide, decide_unchanged, own_tests
 from worker.verdict.tampering import (
     changed_files,
     files_with_tests,
@@ -95,12 +95,7 @@ class StoryAttempt:
         forbidden = self._gather()
         if not git.has_change(self.pre):
             git.restore(self.pre)
-            why = "no changes" + (" outside forbidden paths" if forbidden else "")
-            if outcome.error:
-                why += f" (agent: {outcome.error})"
-            return AttemptRecord(
-                outcome=AttemptOutcome.NO_CHANGES, reason=why, forbidden_writes=forbidden, **base
-            )
+            return self._unchanged(outcome, base, forbidden)
         scanner = SecretScanner(self.ctx.redactor, self.ctx.spec.limits.scan_deadline_s)
         refused = scanner.scan_change(git.path, self.pre)
         if refused:
@@ -117,6 +112,38 @@ class StoryAttempt:
                 **base,
             )
         return self._check(base, forbidden)
+
+    def _unchanged(
+        self, outcome: AgentOutcome, base: dict[str, Any], forbidden: list[str]
+    ) -> AttemptRecord:
+        """No change left: the story judged on its tests at the branch as it is. Gates run
+        only for a story with tests of its own; without them it cannot be shown done."""
+        ctx, owned = self.ctx, own_tests(self.record)
+        gates: list[GateResult] = []
+        if owned:
+            cp = ctx.cp
+            gates = run_gates_on(ctx, self.label, fail_fast=fail_fast_on(cp.baseline or []))
+            if ctx.cancel.is_set():
+                return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
+        evidence = Evidence(
+            reference_gates(ctx.cp.stories, ctx.cp.baseline or []),
+            gates,
+            [g.name for g in ctx.gates],
+            owned=owned,
+        )
+        verdict = decide_unchanged(evidence)
+        why = verdict.reason
+        if verdict.outcome is AttemptOutcome.NO_CHANGES:
+            why += " outside forbidden paths" if forbidden else ""
+            why += f" (agent: {outcome.error})" if outcome.error else ""
+        return AttemptRecord(
+            outcome=verdict.outcome,
+            reason=why,
+            gates=gates,
+            tests=verdict.tests,
+            forbidden_writes=forbidden,
+            **base,
+        )
 
     def _check(self, base: dict[str, Any], forbidden: list[str]) -> AttemptRecord:
         """Commit what the agent left, run the gates on it, keep the commit if they allow."""

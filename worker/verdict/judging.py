@@ -265,7 +265,7 @@ def fail_fast_on(baseline: Sequence[GateResult]) -> bool:
 
 def story_state(outcome: AttemptOutcome, number: int, max_retries: int) -> StoryState:
     """A story's state after its attempt `number` ended with `outcome`."""
-    if outcome is AttemptOutcome.PASSED:
+    if outcome in (AttemptOutcome.PASSED, AttemptOutcome.NOTHING_TO_CHANGE):
         return StoryState.PASSED
     if outcome is AttemptOutcome.UNVERIFIED:
         return StoryState.UNVERIFIED

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from worker.model.gates import GateResult
-from worker.model.state import AttemptOutcome, TestCheck
-from worker.verdict.judging import Judgement, Verdict, judge_story
+from worker.model.gates import GateResult, TestStatus
+from worker.model.state import AttemptOutcome, StoryRecord, TestCheck
+from worker.verdict.judging import KEPT, Judgement, Verdict, judge_story, tests_by_id
 
 # The attempt's outcome for each verdict on its tests, before its gate changes are weighed.
 OUTCOMES = {
@@ -68,6 +68,32 @@ def decide(
                 f"with the gates as they were: {again.reason or again.verdict}"
             )
     return StoryVerdict(outcome, why, judged.tests)
+
+
+def own_tests(record: StoryRecord) -> list[str]:
+    """The tests a story is judged on: those the plan gave it, and those its last kept attempt
+    added (kept across a retry, which moves its attempts to `earlier_attempts`)."""
+    kept = [a for a in [*record.earlier_attempts, *record.attempts] if a.outcome in KEPT]
+    added = [c.id for c in kept[-1].tests if c.owned] if kept else []
+    return sorted({*record.tests, *added})
+
+
+def decide_unchanged(evidence: Evidence) -> StoryVerdict:
+    """An attempt that left no change, judged on the branch as it is (`evidence.results`):
+    "passed (nothing to change)" when the story has tests of its own, each of them passes,
+    and every test that passed before still does; otherwise "no changes", as before. A story
+    without tests of its own cannot be shown to be done by an agent that did nothing."""
+    if not evidence.owned:
+        return StoryVerdict(AttemptOutcome.NO_CHANGES, "no changes")
+    judged = _judge(evidence)
+    now = tests_by_id(evidence.results) or {}
+    # Every other test is held to pass→pass by judge_story: a test another story owns may
+    # still fail here, waiting for that story.
+    own_pass = all(now.get(t) is TestStatus.PASSED for t in evidence.owned)
+    if judged.verdict is Verdict.PASSED and own_pass:
+        why = f"its tests pass on the branch as it is: {', '.join(sorted(evidence.owned))}"
+        return StoryVerdict(AttemptOutcome.NOTHING_TO_CHANGE, why, judged.tests)
+    return StoryVerdict(AttemptOutcome.NO_CHANGES, "no changes", judged.tests)
 
 
 def _judge(

@@ -1,0 +1,97 @@
+"""A story is judged on its tests at the branch's head, not on whether the agent typed something."""
+
+from __future__ import annotations
+
+import json
+
+from tests.integration.test_pipeline import MakeProject, implement, prd
+from tests.integration.test_pipeline import make_project as make_project
+from tests.integration.test_pipeline_judging import (
+    GATE_PATH,
+    TEST_IDS,
+    calc_prd,
+    calc_project,
+    op,
+    pr_body,
+    run,
+)
+from worker.model.state import AttemptOutcome, StopReason, StoryState
+
+
+def test_a_retried_passed_story_with_nothing_to_change_stays_passed_and_the_pr_ready(
+    make_project: MakeProject,
+) -> None:
+    project = make_project()
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(3)}],
+            "stories": {f"US-00{n}": [implement(n)] for n in (1, 2, 3)},
+        }
+    )
+    first = project.run(scenario)
+    assert first.ready
+    calls_before = len(project.calls())
+
+    data = json.loads(scenario.read_text())
+    data["stories"]["US-002"] = [{}, {}, {}]  # the agent finds nothing to change
+    scenario.write_text(json.dumps(data))
+    again = project.run(scenario, retry=("US-002",))
+
+    assert project.calls()[calls_before:] == ["US-002 1"]  # one agent call, no retries spent
+    retried = again.stories[1]
+    assert retried.state is StoryState.PASSED
+    [attempt] = retried.attempts
+    assert attempt.outcome is AttemptOutcome.NOTHING_TO_CHANGE
+    [own] = [c for c in attempt.tests if c.owned]
+    assert (own.id, own.after) == ("tests.test_feature_2::test_feature_2", "passed")
+    assert again.ready and again.draft_reason is None
+    assert again.stop_reason is StopReason.ALL_STORIES_PASSED
+    body = (project.run_dir() / "pr.md").read_text()
+    assert "| US-002 | Feature 2 | passed (nothing to change) |" in body
+    assert "did not pass" not in body and "not judged yet" not in body
+    assert "US-002 attempt 1 passed (nothing to change)" in project.console.getvalue()
+    assert project.branch_log() == [f"feat: [US-00{n}] - Feature {n}" for n in (1, 2, 3)]
+
+
+def test_a_story_whose_tests_pass_at_the_base_and_that_changes_nothing_is_passed(
+    make_project: MakeProject,
+) -> None:
+    project = calc_project(make_project, files={"add.py": "def add(a, b):\n    return a + b\n"})
+    result = run(
+        project,
+        {
+            "plan": [{"prd": calc_prd()}],
+            "stories": {"US-001": [{}, {}, {}], "US-002": [op("sub")], "US-003": [op("mul")]},
+        },
+    )
+
+    assert [s.state for s in result.stories] == [StoryState.PASSED] * 3
+    add = result.stories[0]
+    assert [a.outcome for a in add.attempts] == [AttemptOutcome.NOTHING_TO_CHANGE]
+    assert add.attempts[0].reason == f"its tests pass on the branch as it is: {TEST_IDS['add']}"
+    assert result.ready
+    assert "passed (nothing to change)" in pr_body(project)
+
+
+def test_a_story_whose_tests_fail_and_that_changes_nothing_still_fails_with_no_changes(
+    make_project: MakeProject,
+) -> None:
+    project = calc_project(make_project, config={"maxStoryRetries": 2})
+    result = project.run(
+        project.scenario(
+            {
+                "plan": [{"prd": calc_prd()}],
+                "stories": {"US-001": [{}, {}], "US-002": [op("sub")], "US-003": [op("mul")]},
+            }
+        ),
+        gate_path=GATE_PATH,
+    )
+
+    add = result.stories[0]
+    assert add.state is StoryState.FAILED and not result.ready
+    assert [(a.outcome, a.reason) for a in add.attempts] == [
+        (AttemptOutcome.NO_CHANGES, "no changes")
+    ] * 2
+    [own] = [c for c in add.attempts[-1].tests if c.owned]
+    assert (own.id, own.after, own.problem) == (TEST_IDS["add"], "failed", "still fails")
+    assert "1 of 3 stories did not pass: US-001 (failed)" in pr_body(project)

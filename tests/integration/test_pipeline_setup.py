@@ -99,6 +99,9 @@ def test_the_checks_import_the_worktrees_package_and_the_second_run_starts_from_
     assert [g.passed for g in second.baseline_gates] == [True]
     assert "setup cached: .venv restored" in progress(project, "run-2")
     assert "creating the venv" not in (project.run_dir("run-2") / "setup.log").read_text()
+    # Kept out of git once, however many runs: the mirror's info/exclude names it one time.
+    [exclude] = project.work_dir.glob("cache/**/info/exclude")
+    assert exclude.read_text().splitlines().count("/.venv") == 1
 
 
 def test_a_changed_lockfile_is_not_served_the_old_cache(

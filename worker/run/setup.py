@@ -48,7 +48,7 @@ def set_up(ctx: RunContext) -> None:
     worktree = ctx.git.path
     folders = cache_folders(worktree, ctx.config.setup_cache)
     exclude_from_git(worktree, list(folders))
-    key = cache_key(worktree, command, folders)
+    key = cache_key(worktree, command, folders, ctx.gate_env.get("PATH", ""))
     saved = ctx.spec.work_dir / "setup-cache" / key
     restored = [name for name in folders if _copy(saved, name, worktree, name)]
     if restored:
@@ -75,35 +75,36 @@ def cache_folders(worktree: Path, configured: dict[str, list[str]] | None) -> di
     }
 
 
-def cache_key(worktree: Path, command: str, folders: dict[str, list[str]]) -> str:
-    """sha256 of the command, the folders and their key files' names and content (a key file
-    that is a link, or behind one, counts as absent: it is never followed)."""
+def cache_key(worktree: Path, command: str, folders: dict[str, list[str]], path: str) -> str:
+    """sha256 of the command, the folders, their key files' names and content (a key file
+    that is a link, or behind one, counts as absent: it is never followed) and the PATH the
+    setup finds its interpreter on (a venv is made for one)."""
     names = sorted(os.listdir(worktree))
     files: dict[str, str] = {}
     for globs in folders.values():
         for name in (n for n in names if any(fnmatch.fnmatch(n, g) for g in globs)):
             files[name] = _digest(worktree, name)
-    text = json.dumps({"command": command, "folders": folders, "files": files}, sort_keys=True)
+    key = {"command": command, "folders": folders, "files": files, "path": path}
+    text = json.dumps(key, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def exclude_from_git(worktree: Path, folders: list[str]) -> None:
-    """The setup's folders are no story's change: ignored through the repository's
-    info/exclude when its .gitignore does not ignore them (so no commit and no clean of the
-    gates' leftovers takes them)."""
+    """The setup's folders are no story's change: named in the repository's info/exclude
+    (once), so no commit and no clean of the gates' leftovers takes them, whether or not
+    its .gitignore names them."""
     if not folders:
-        return
-    ignored = run_git(["check-ignore", "--no-index", *folders], cwd=worktree, check=False)
-    missing = [f for f in folders if f not in ignored.split("\n")]
-    if not missing:
         return
     where = run_git(
         ["rev-parse", "--path-format=absolute", "--git-path", "info/exclude"], cwd=worktree
     )
     exclude = Path(where)
     exclude.parent.mkdir(parents=True, exist_ok=True)
-    with exclude.open("a", encoding="utf-8") as file:
-        file.write("".join(f"/{folder}/\n" for folder in missing))
+    known = exclude.read_text(encoding="utf-8").splitlines() if exclude.is_file() else []
+    missing = [f"/{folder}" for folder in folders if f"/{folder}" not in known]  # links too
+    if missing:
+        with exclude.open("a", encoding="utf-8") as file:
+            file.write("".join(f"{line}\n" for line in missing))
 
 
 def _digest(worktree: Path, name: str) -> str:

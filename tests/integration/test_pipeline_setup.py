@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
+from worker.confine.limits import DEFAULT_LIMITS
 from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox
 from worker.exceptions import SetupFailed
 from worker.local.run_cli import ExitCode, exit_code_for
@@ -147,4 +149,19 @@ def test_a_folder_the_setup_made_a_link_is_never_saved_through_it(
     project.run(story, sandbox=sandbox, run_id="run-2", plan_only=True)
 
     assert "setup cached" not in progress(project, "run-2")
+    assert list((project.work_dir / "setup-cache").glob("*")) == []
+
+
+def test_a_setup_over_the_disk_quota_stops_the_run(
+    make_project: MakeProject, sandbox: Sandbox, agent_io: Path
+) -> None:
+    filling = "mkdir -p .venv && head -c 3145728 /dev/urandom > .venv/blob"
+    project = make_project({"setup": filling}, files=FILES)
+    story = scenario(agent_io, {"plan": [{"prd": prd(1)}]})
+    limits = replace(DEFAULT_LIMITS, disk_quota_mib=2)
+    with pytest.raises(SetupFailed) as stopped:
+        project.run(story, sandbox=sandbox, limits=limits)
+
+    assert "took more than 2 MiB (REQDRIVE_DISK_QUOTA_MIB)" in str(stopped.value)
+    assert not (agent_io / "calls.log").exists()
     assert list((project.work_dir / "setup-cache").glob("*")) == []

@@ -10,6 +10,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+from worker.confine.disk import over_quota
 from worker.confine.gate_homes import own_home
 from worker.confine.processes import run_process
 from worker.confine.safe_paths import (
@@ -136,6 +137,9 @@ def _run(ctx: RunContext, command: str) -> str | None:
     sweep_leftovers(ctx)
     ctx.git.secure()  # the setup ran the repository's build scripts
     shown = ctx.redactor.redact(command)
+    if outcome.exit_code == 0 and (over := over_quota([ctx.git.path], ctx.spec.limits)):
+        ctx.folder.append_progress(f"setup: `{shown}` filled the disk quota")
+        return f"the setup `{shown}` passed, but {over.split(' after ')[0]}"
     if outcome.exit_code == 0:
         ctx.folder.append_progress(f"setup: `{shown}` passed in {outcome.duration_s:.1f}s")
         return None

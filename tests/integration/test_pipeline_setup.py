@@ -92,6 +92,8 @@ def test_the_checks_import_the_worktrees_package_and_the_second_run_starts_from_
     assert [g.passed for g in first.baseline_gates] == [True]  # `import demo` found src/
     assert first.stories[0].state is StoryState.PASSED and first.ready
     assert "creating the venv" in (project.run_dir("run-1") / "setup.log").read_text()
+    said = project.console.getvalue()  # a line when it starts and one when it ends
+    assert "setup: running setup (bash setup.sh)" in said and "setup: setup passed (" in said
     assert "setup cached" not in progress(project, "run-1")
     # The venv is no story's change, though the repository's .gitignore does not name it.
     assert not [f for f in project.branch_files() if f.startswith(".venv")]
@@ -136,6 +138,7 @@ def test_a_failing_setup_stops_the_run_at_the_baseline_with_its_exit_code_and_ou
     assert "(exit 3)" in message and "no matching distribution for demo-dep" in message
     assert exit_code_for(stopped.value) is ExitCode.PREFLIGHT_FAILED
     assert not (agent_io / "calls.log").exists()  # no plan, no story: nothing was judged
+    assert "setup FAILED (exit 3)" in project.console.getvalue()
     assert not (project.run_dir() / "baseline.gates.json").exists()
 
 

@@ -23,9 +23,11 @@ from worker.confine.safe_paths import (
 )
 from worker.exceptions import SetupFailed
 from worker.git.runner import run_git
+from worker.model.gates import GateResult, GateSpec
 from worker.run.calls import setup_sandbox, sweep_leftovers
 from worker.run.context import RunContext
 
+SETUP = "setup"  # its log is the run folder's setup.log; the console names it so
 SETUP_TIMEOUT_S = 1800.0
 TAIL_LINES = 20  # of a failed setup's output, in the run's error
 # The folders a setup fills when `setupCache` names none, each with the files (globs at the
@@ -121,8 +123,11 @@ def _digest(worktree: Path, name: str) -> str:
 
 def _run(ctx: RunContext, command: str) -> str | None:
     """Run the setup in the checks' sandbox; None when it passed, else why it failed."""
-    log_path = ctx.folder.path / "setup.log"
+    log_path = ctx.folder.path / f"{SETUP}.log"
     log_path.unlink(missing_ok=True)
+    shown = ctx.redactor.redact(command)
+    # Said on the console as a check run of its own (the App's reporters show none).
+    ctx.reporter.gates_started(SETUP, [GateSpec(name=SETUP, command=shown)])
     with own_home(ctx.places.gate_home, ctx.gate_env, setup_sandbox(ctx)) as (env, sandbox):
         outcome = run_process(
             ["bash", "-c", command],
@@ -134,13 +139,22 @@ def _run(ctx: RunContext, command: str) -> str | None:
             cancel=ctx.cancel,
             sandbox=sandbox,
         )
+    passed = outcome.exit_code == 0
+    said = GateResult(
+        name=SETUP,
+        command=shown,
+        passed=passed,
+        exit_code=outcome.exit_code,
+        timed_out=outcome.timed_out,
+        duration_s=outcome.duration_s,
+    )
+    ctx.reporter.gates_finished(SETUP, [said], outcome.duration_s)
     sweep_leftovers(ctx)
     ctx.git.secure()  # the setup ran the repository's build scripts
-    shown = ctx.redactor.redact(command)
-    if outcome.exit_code == 0 and (over := over_quota([ctx.git.path], ctx.spec.limits)):
+    if passed and (over := over_quota([ctx.git.path], ctx.spec.limits)):
         ctx.folder.append_progress(f"setup: `{shown}` filled the disk quota")
         return f"the setup `{shown}` passed, but {over.split(' after ')[0]}"
-    if outcome.exit_code == 0:
+    if passed:
         ctx.folder.append_progress(f"setup: `{shown}` passed in {outcome.duration_s:.1f}s")
         return None
     ended = "timed out" if outcome.timed_out else f"exit {outcome.exit_code}"

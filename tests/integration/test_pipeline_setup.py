@@ -168,3 +168,16 @@ def test_a_setup_over_the_disk_quota_stops_the_run(
     assert "took more than 2 MiB (REQDRIVE_DISK_QUOTA_MIB)" in str(stopped.value)
     assert not (agent_io / "calls.log").exists()
     assert list((project.work_dir / "setup-cache").glob("*")) == []
+
+
+def test_a_venv_made_without_a_known_lockfile_is_kept_for_the_checks_but_not_cached(
+    make_project: MakeProject, sandbox: Sandbox, agent_io: Path
+) -> None:
+    files = {**FILES, "pyproject.toml": None, "setup.cfg": "[metadata]\nname = demo\n"}
+    project = make_project(CONFIG, files=files)
+    story = scenario(agent_io, {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    result = project.run(story, sandbox=sandbox)
+
+    assert result.stories[0].state is StoryState.PASSED  # the checks after it found .venv
+    assert not [f for f in project.branch_files() if f.startswith(".venv")]
+    assert not (project.work_dir / "setup-cache").exists()

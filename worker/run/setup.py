@@ -50,7 +50,9 @@ def set_up(ctx: RunContext) -> None:
         return
     worktree = ctx.git.path
     folders = cache_folders(worktree, ctx.config.setup_cache)
-    exclude_from_git(worktree, list(folders))
+    # The usual setup folders too, cached or not: the clean-up after each check would
+    # remove an untracked `.venv` a setup made without a key file init knows.
+    exclude_from_git(worktree, list(dict.fromkeys([*folders, *DEFAULT_CACHE])))
     key = cache_key(worktree, command, folders, ctx.gate_env.get("PATH", ""))
     saved = ctx.spec.work_dir / "setup-cache" / key
     restored = [name for name in folders if _copy(saved, name, worktree, name)]

@@ -47,6 +47,11 @@ class ChecksCannotStart(PreflightError):
     agent does could make such a check pass, so no story is tried."""
 
 
+class SetupFailed(PreflightError):
+    """The repository's `setup` command failed before the baseline; the message holds its
+    exit code and the end of its output. No check could import the project's code."""
+
+
 class RunLockHeld(PreflightError):
     """Another worker holds this requirement's run lock."""
 

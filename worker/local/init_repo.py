@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.exceptions import PreflightError
+from worker.local.init_setup import suggested_setup
 from worker.local.init_toolchain import monorepo_folders, node_tests, project_files, python_tests
 from worker.model.repo_config import DEFAULT_FORBIDDEN_PATHS
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR, is_requirement_name
@@ -52,6 +53,7 @@ class Detected:
     test_command: str | None = None
     lint_command: str | None = None
     junit: str | None = None  # a report path the test command writes, when it writes one
+    setup: tuple[str, str] | None = None  # a suggested `setup` command and how to use it
     requirements_dir: str = DEFAULT_REQUIREMENTS_DIR
     notes: list[str] = field(default_factory=list)
 
@@ -70,6 +72,7 @@ def detect(root: Path) -> Detected:
     else:
         found.notes.append("no pytest, npm, go or cargo project found: set testCommand yourself")
     _monorepo(root, found)
+    found.setup = suggested_setup(root, found.stack)
     existing = sorted(
         p.parent for p in project_files(root, ("REQ-*.md",)) if is_requirement_name(p.name)
     )
@@ -166,6 +169,7 @@ def render_config(found: Detected) -> str:
         "# Where REQ-*.md requirements live; a push adding or changing one starts a run.",
         f"requirementsDir: {found.requirements_dir}",
         "",
+        *_setup_lines(found),
     ]
     if found.test_command and found.junit:
         lines += [
@@ -210,6 +214,19 @@ def render_config(found: Detected) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _setup_lines(found: Detected) -> list[str]:
+    """The suggested setup, commented out: it installs the project, which you decide."""
+    if found.setup is None:
+        return []
+    command, note = found.setup
+    text = (
+        "Run in the worktree before the checks (sandboxed, package registries reachable), so "
+        f"they import this branch's code; uncomment to use it. {note[:1].upper()}{note[1:]}."
+    )
+    wrapped = textwrap.wrap(text, NOTE_WIDTH, break_on_hyphens=False)
+    return [*[f"# {line}" for line in wrapped], f"# setup: {json.dumps(command)}", ""]
 
 
 def init_repository(root: Path, *, force: bool = False) -> tuple[list[Path], Detected]:

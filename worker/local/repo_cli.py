@@ -43,6 +43,8 @@ def init_main(argv: Sequence[str]) -> int:
         print(f"  wrote {name}")
     for note in found.notes:
         print(f"  note: {note}")
+    if found.setup is not None:
+        print(f"  suggested setup, commented out in {names[0]}: {found.setup[0]}")
     print(f"Next: review {names[0]}, write the requirement over the template in {names[1]}")
     print("(validate refuses the template as it is), then")
     print(f"  git add {' '.join(names)} && git commit -m 'reqdrive: configuration'")

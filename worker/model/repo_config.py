@@ -45,6 +45,17 @@ def _folder_in_repository(value: str) -> str:
 RepoFolder = Annotated[str, AfterValidator(_folder_in_repository)]
 
 
+def _setup_folder(value: str) -> str:
+    # Emptied and refilled from the cache before the setup runs: never the top or git's own.
+    parts = [p for p in PurePosixPath(_folder_in_repository(value)).parts if p != "."]
+    if not parts or ".git" in parts:
+        raise ValueError("must be a folder the setup fills, such as .venv or node_modules")
+    return value
+
+
+SetupFolder = Annotated[str, AfterValidator(_setup_folder)]
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key written twice in one mapping (PyYAML keeps the
     last silently, so a second `testCommand` would quietly replace the first)."""
@@ -99,6 +110,12 @@ class RepoConfig(BaseModel):
     base_branch: str | None = Field(default=None, alias="baseBranch")
     test_command: str | None = Field(default=None, alias="testCommand")
     lint_command: str | None = Field(default=None, alias="lintCommand")
+    # Run in the worktree before the baseline (`pip install -e .[test]`, `npm ci`), in the
+    # checks' sandbox with the package registries reachable.
+    setup: str | None = Field(default=None, min_length=1)
+    # Folders the setup fills, each with the files whose content keys its cache (globs at the
+    # top of the repository); None: the ecosystem defaults (worker/run/setup.py).
+    setup_cache: dict[SetupFolder, list[str]] | None = Field(default=None, alias="setupCache")
     gates: list[GateSpec] = Field(default_factory=list)
     # strict mode would demand an enum instance; YAML gives the string
     gates_mode: GatesMode = Field(default=GatesMode.SEQUENTIAL, alias="gatesMode", strict=False)

@@ -8,12 +8,15 @@ from worker.exceptions import ChecksCannotStart, RunCancelled
 from worker.model.gates import GateResult
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
+from worker.run.setup import set_up
 from worker.verdict.unstartable import GatePlace, cannot_start
 
 
 def measure_baseline(ctx: RunContext) -> None:
-    """The checkpoint's baseline, unless it has one; refused when the run is cancelled."""
+    """The repository's setup, then the checkpoint's baseline unless it has one; refused
+    when the run is cancelled."""
     cp = ctx.cp
+    set_up(ctx)  # every time: a resumed run's worktree is a fresh checkout
     if cp.baseline is None:
         baseline = _baseline(ctx)
         # Gates stopped part-way measured nothing: a resumed run measures them again.

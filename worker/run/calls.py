@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from worker.agents.base import AgentCall, AgentOutcome
 from worker.confine.disk import empty_folders, over_quota
+from worker.confine.egress_rules import REGISTRY_ENDPOINTS
 from worker.confine.safe_paths import empty_folder
-from worker.confine.sandbox import Sandbox
+from worker.confine.sandbox import Sandbox, SandboxNetwork
 from worker.model.gates import GateResult
 from worker.model.repo_config import GatesMode
 from worker.run.context import RunContext
@@ -118,3 +119,12 @@ def _gate_sandbox(ctx: RunContext) -> Sandbox | None:
         readonly=[*ctx.toolchains.folders, view.objects],
         shadows=[(view.git_file, ctx.git.path / ".git")],
     )
+
+
+def setup_sandbox(ctx: RunContext) -> Sandbox | None:
+    """The checks' sandbox with the package registries reachable, whatever the checks may
+    reach: the repository's `setup` downloads its dependencies, and only those."""
+    sandbox = _gate_sandbox(ctx)
+    if sandbox is None:
+        return None
+    return replace(sandbox, network=SandboxNetwork.REGISTRIES, api_hosts=REGISTRY_ENDPOINTS)

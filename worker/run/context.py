@@ -104,7 +104,8 @@ def configure(
     )
     gates = tuple(gate_specs(config.test_command, config.lint_command, config.gates))
     gate_env = gate_environment(places.gate_home, spec.source_env, path=spec.gate_path)
-    toolchains = _toolchains(spec, gates, gate_env)
+    commands = [g.command for g in gates] + ([config.setup] if config.setup else [])
+    toolchains = _toolchains(spec, commands, gate_env)
     context = RunContext(
         spec=spec,
         journal=journal,
@@ -131,12 +132,11 @@ def configure(
     return context
 
 
-def _toolchains(spec: RunSpec, gates: tuple[GateSpec, ...], env: Mapping[str, str]) -> Toolchains:
-    """In a sandbox, the interpreters and tools the gates start, found on their PATH."""
+def _toolchains(spec: RunSpec, commands: list[str], env: Mapping[str, str]) -> Toolchains:
+    """In a sandbox, the interpreters and tools the gates and the setup start, found on
+    their PATH."""
     if spec.sandbox is None:
         return Toolchains()
     home = spec.source_env.get("HOME")
     private = [Path(home)] if home else []
-    return find_toolchains(
-        (g.command for g in gates), env, keep_out=[spec.work_dir.absolute()], private=private
-    )
+    return find_toolchains(commands, env, keep_out=[spec.work_dir.absolute()], private=private)

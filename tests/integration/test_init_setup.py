@@ -1,0 +1,48 @@
+"""`reqdrive init` suggests the `setup` that installs the project, commented out, as valid YAML."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.e2e.test_run_cli import run_cli
+from tests.integration.test_repo_cli import checkout
+from worker.model.repo_config import RepoConfig, parse_repo_config
+
+INIT = [sys.executable, "-m", "bot.cli", "init"]
+CONFIG = ".github/reqdrive.yml"
+PYPROJECT = (
+    '[project]\nname = "calc"\nversion = "1"\n[project.optional-dependencies]\ntest = ["pytest"]\n'
+)
+
+
+def init_with_setup(repo: Path) -> tuple[RepoConfig, RepoConfig, str]:
+    """The config as init wrote it, the same with its setup line uncommented, and stdout."""
+    done = run_cli(repo, INIT)
+    assert done.returncode == 0, done.stderr
+    text = (repo / CONFIG).read_text()
+    uncommented = text.replace("# setup: ", "setup: ")
+    return parse_repo_config(text, CONFIG), parse_repo_config(uncommented, CONFIG), done.stdout
+
+
+def test_a_python_project_with_a_test_extra_gets_a_venv_with_it_installed(tmp_path: Path) -> None:
+    repo = checkout(tmp_path, {"pyproject.toml": PYPROJECT, "src/calc/__init__.py": ""})
+    written, uncommented, out = init_with_setup(repo)
+
+    assert written.setup is None  # a suggestion: installing is the maintainer's call
+    command = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]'"
+    assert uncommented.setup == command
+    assert f"suggested setup, commented out in {CONFIG}: {command}" in out
+
+
+def test_a_node_project_with_a_lockfile_gets_npm_ci(tmp_path: Path) -> None:
+    package = '{"name": "x", "scripts": {"test": "node --test"}}'
+    repo = checkout(tmp_path, {"package.json": package, "package-lock.json": "{}"})
+    _, uncommented, _ = init_with_setup(repo)
+    assert uncommented.setup == "npm ci"
+
+
+def test_a_project_without_a_known_install_gets_no_setup(tmp_path: Path) -> None:
+    repo = checkout(tmp_path, {"pytest.ini": "[pytest]\n", "tests/test_x.py": ""})
+    _, uncommented, out = init_with_setup(repo)
+    assert uncommented.setup is None and "suggested setup" not in out

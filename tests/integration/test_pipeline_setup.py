@@ -23,7 +23,7 @@ from tests.integration.test_pipeline import (
 from worker.confine.limits import DEFAULT_LIMITS
 from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox
 from worker.exceptions import SetupFailed
-from worker.local.run_cli import ExitCode, exit_code_for
+from worker.local.exit_codes import ExitCode, exit_code_for
 from worker.model.state import StoryState
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")

@@ -240,7 +240,12 @@ class _ProxyServer(socketserver.ThreadingUnixStreamServer):
 
     def track(self, *sockets: socket.socket) -> None:
         with self._lock:
-            self._open.update(sockets)
+            if not self._stopping.is_set():
+                self._open.update(sockets)
+                return
+        for sock in sockets:  # the proxy closed while this connection was being made
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def forget(self, *sockets: socket.socket) -> None:
         with self._lock:
@@ -304,6 +309,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         try:
             upstream.sendall("\r\n".join(head).encode("latin-1"))
         except OSError:
+            self.server.forget(upstream, self.connection)
             upstream.close()
             return
         self._tunnel(upstream)
@@ -323,13 +329,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self._answer(403, proxy.refuse(self.command, shown, upstream))
             return None
         upstream.settimeout(None)
+        # Known to the server before the client hears anything: a close() from now on ends
+        # this tunnel too, however the threads interleave.
+        self.server.track(upstream, self.connection)
         return upstream
 
     def _tunnel(self, upstream: socket.socket) -> None:
         """Copy bytes both ways until both sides are done (or the proxy closes)."""
         self.close_connection = True
         self.connection.settimeout(None)
-        self.server.track(upstream, self.connection)
         back = threading.Thread(
             target=_copy, args=(upstream, self.connection), name="egress-tunnel", daemon=True
         )

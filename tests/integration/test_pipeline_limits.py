@@ -11,10 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, implement, prd
-from tests.integration.test_pipeline_sandbox import agent_io as agent_io
 from tests.integration.test_pipeline_sandbox import make_project as make_project
 from tests.integration.test_pipeline_sandbox import run
-from tests.integration.test_pipeline_sandbox import sandbox as sandbox
 from worker.confine.limits import ResourceLimits
 from worker.confine.sandbox import Sandbox
 from worker.model.state import AttemptOutcome, StoryState

@@ -34,23 +34,6 @@ def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
 
 
-@pytest.fixture
-def agent_io(tmp_path: Path) -> Path:
-    """The scripted agent's scenario and call log: the one test-only folder it may write."""
-    folder = tmp_path / "agent-io"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def sandbox(agent_io: Path) -> Sandbox:
-    # The App's sandbox with the toolchain the operator names (REQDRIVE_SANDBOX_READONLY):
-    # here the Python running the scripted agent and the gates' pytest.
-    app = make_sandbox(SandboxMode.ON, readonly=[Path(sys.prefix), Path(sys.base_prefix), SUPPORT])
-    assert app is not None
-    return app.bind(writable=[agent_io])
-
-
 def run(
     project: Project, agent_io: Path, sandbox: Sandbox, data: dict[str, Any], **extra: Any
 ) -> RunResult:

@@ -15,13 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, implement, prd, project_factory
-from tests.integration.test_pipeline_sandbox import agent_io, run, sandbox
+from tests.integration.test_pipeline_sandbox import run
 from worker.confine.sandbox import Sandbox
 from worker.model.state import StoryState
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-
-__all__ = ["agent_io", "sandbox"]  # the fixtures, shared
 
 # The interpreter as installed (not a virtual environment, which turns user site-packages off),
 # as a repository's `python -m pytest` on a toolchain would start.

@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, git, implement, prd, project_factory
-from tests.integration.test_pipeline_sandbox import agent_io, run, sandbox
+from tests.integration.test_pipeline_sandbox import run
 from worker.confine.sandbox import Sandbox
 from worker.exceptions import PrdError
 from worker.model.state import StoryState
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-
-__all__ = ["agent_io", "sandbox"]  # the fixtures, shared
 
 # The folders beside the worktree a run's agent and gates write.
 SCRATCH = ("homes", "gatehomes", "handoff", "gitviews")

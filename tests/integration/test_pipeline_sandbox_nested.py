@@ -15,12 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, git, prd, project_factory
-from tests.integration.test_pipeline_sandbox import agent_io, run, sandbox
+from tests.integration.test_pipeline_sandbox import run
 from worker.confine.sandbox import Sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-
-__all__ = ["agent_io", "sandbox"]  # the fixtures, shared
 
 SUBMODULE = "vendor/lib"
 

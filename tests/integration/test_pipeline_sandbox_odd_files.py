@@ -13,13 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, git, implement, prd, project_factory
-from tests.integration.test_pipeline_sandbox import agent_io, run, sandbox
+from tests.integration.test_pipeline_sandbox import run
 from worker.confine.sandbox import Sandbox
 from worker.model.state import StoryState
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-
-__all__ = ["agent_io", "sandbox"]  # the fixtures, shared
 
 SECRET = "worker-only-key-4f1c2d9e7a"
 

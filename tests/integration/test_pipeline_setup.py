@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import sysconfig
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +20,7 @@ from tests.integration.test_pipeline import (
     project_factory,
 )
 from worker.confine.limits import DEFAULT_LIMITS
-from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox
+from worker.confine.sandbox import Sandbox
 from worker.exceptions import SetupFailed
 from worker.local.exit_codes import ExitCode, exit_code_for
 from worker.model.state import StoryState
@@ -54,21 +53,6 @@ CONFIG = {
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
-
-
-@pytest.fixture
-def agent_io(tmp_path: Path) -> Path:
-    folder = tmp_path / "agent-io"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def sandbox(agent_io: Path) -> Sandbox:
-    # The scripted agent's interpreter and scenario; for the checks only what `setup` makes.
-    app = make_sandbox(SandboxMode.ON, readonly=[Path(sys.prefix), Path(sys.base_prefix), SUPPORT])
-    assert app is not None
-    return app.bind(writable=[agent_io])
 
 
 def scenario(agent_io: Path, data: dict[str, Any]) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, implement, prd, project_factory
-from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox
+from worker.confine.sandbox import Sandbox
 from worker.exceptions import ChecksCannotStart
 from worker.local.exit_codes import ExitCode, exit_code_for
 from worker.model.state import RunResult, StoryState
@@ -27,22 +27,6 @@ SYSTEM_PATH = "/usr/bin:/bin"
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
-
-
-@pytest.fixture
-def agent_io(tmp_path: Path) -> Path:
-    folder = tmp_path / "agent-io"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def sandbox(agent_io: Path) -> Sandbox:
-    # What the scripted agent itself needs (its interpreter), nothing for the checks: no
-    # REQDRIVE_SANDBOX_READONLY names the checks' toolchain.
-    app = make_sandbox(SandboxMode.ON, readonly=[Path(sys.prefix), Path(sys.base_prefix), SUPPORT])
-    assert app is not None
-    return app.bind(writable=[agent_io])
 
 
 @pytest.fixture

@@ -165,3 +165,26 @@ def test_a_venv_made_without_a_known_lockfile_is_kept_for_the_checks_but_not_cac
     assert result.stories[0].state is StoryState.PASSED  # the checks after it found .venv
     assert not [f for f in project.branch_files() if f.startswith(".venv")]
     assert not (project.work_dir / "setup-cache").exists()
+
+
+def test_a_resumed_run_whose_worktree_holds_the_agents_commits_never_saves_the_cache(
+    make_project: MakeProject, sandbox: Sandbox, agent_io: Path
+) -> None:
+    # The agent's committed code runs in a resumed run's setup: what that setup makes must not
+    # reach a later run's checks under the base's key.
+    project = make_project(CONFIG, files=FILES)
+    story = scenario(
+        agent_io,
+        {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1), implement(1)]}},
+    )
+    first = project.run(story, sandbox=sandbox)
+    assert first.stories[0].state is StoryState.PASSED
+    cache = project.work_dir / "setup-cache"
+    assert list(cache.glob("*"))  # saved once, from the base commit
+    shutil.rmtree(cache)
+
+    again = project.run(story, sandbox=sandbox, retry=("US-001",))
+
+    assert again.stories[0].state is StoryState.PASSED
+    assert "creating the venv" in (project.run_dir("run-1") / "setup.log").read_text()
+    assert not cache.exists() or list(cache.glob("*")) == []

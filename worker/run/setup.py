@@ -63,7 +63,10 @@ def set_up(ctx: RunContext) -> None:
         return  # the baseline step says the run was cancelled; nothing half-made is kept
     if failure is not None:
         raise SetupFailed(failure)
-    if folders and not restored:
+    # Saved only from the base commit: a resumed run's worktree holds the agent's commits, and
+    # what its setup made (a planted .pth, a patched package) would reach later runs' checks
+    # under the same key.
+    if folders and not restored and ctx.git.head() == ctx.cp.base_sha:
         _save(saved, worktree, list(folders))
 
 

@@ -53,9 +53,11 @@ def test_a_retried_passed_story_with_nothing_to_change_stays_passed_and_the_pr_r
     assert project.branch_log() == [f"feat: [US-00{n}] - Feature {n}" for n in (1, 2, 3)]
 
 
-def test_a_story_whose_tests_pass_at_the_base_and_that_changes_nothing_is_passed(
+def test_a_story_claiming_only_tests_that_pass_at_the_base_is_not_passed_for_changing_nothing(
     make_project: MakeProject,
 ) -> None:
+    # A planner that gives a story tests already passing, then an implementer that does
+    # nothing, must not make a ready PR: those tests show nothing of the story's work.
     project = calc_project(make_project, files={"add.py": "def add(a, b):\n    return a + b\n"})
     result = run(
         project,
@@ -65,12 +67,13 @@ def test_a_story_whose_tests_pass_at_the_base_and_that_changes_nothing_is_passed
         },
     )
 
-    assert [s.state for s in result.stories] == [StoryState.PASSED] * 3
-    add = result.stories[0]
-    assert [a.outcome for a in add.attempts] == [AttemptOutcome.NOTHING_TO_CHANGE]
-    assert add.attempts[0].reason == f"its tests pass on the branch as it is: {TEST_IDS['add']}"
-    assert result.ready
-    assert "passed (nothing to change)" in pr_body(project)
+    add, sub, mul = result.stories
+    assert (sub.state, mul.state) == (StoryState.PASSED, StoryState.PASSED)
+    assert add.state is StoryState.FAILED
+    assert {a.outcome for a in add.attempts} == {AttemptOutcome.NO_CHANGES}
+    assert "its tests passed before the story: nothing shows it done" in add.attempts[0].reason
+    assert not result.ready
+    assert "passed (nothing to change)" not in pr_body(project)
 
 
 def test_a_story_whose_tests_fail_and_that_changes_nothing_still_fails_with_no_changes(

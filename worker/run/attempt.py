@@ -24,7 +24,13 @@ from worker.verdict.judging import (
     tests_by_id,
 )
 from worker.verdict.secret_scan import SecretScanner
-from worker.verdict.story_verdict import Evidence, decide, decide_unchanged, own_tests
+from worker.verdict.story_verdict import (
+    Evidence,
+    decide,
+    decide_unchanged,
+    own_tests,
+    proven_tests,
+)
 from worker.verdict.tampering import (
     changed_files,
     files_with_tests,
@@ -119,8 +125,9 @@ class StoryAttempt:
         """No change left: the story judged on its tests at the branch as it is. Gates run
         only for a story with tests of its own; without them it cannot be shown done."""
         ctx, owned = self.ctx, own_tests(self.record)
+        proven = proven_tests(self.record, tests_by_id(ctx.cp.baseline or []) or {})
         gates: list[GateResult] = []
-        if owned:
+        if proven:
             cp = ctx.cp
             gates = run_gates_on(ctx, self.label, fail_fast=fail_fast_on(cp.baseline or []))
             if ctx.cancel.is_set():
@@ -130,6 +137,7 @@ class StoryAttempt:
             gates,
             [g.name for g in ctx.gates],
             owned=owned,
+            proven=proven,
         )
         verdict = decide_unchanged(evidence)
         why = verdict.reason

@@ -28,6 +28,9 @@ class Evidence:
     added: Sequence[str] = ()  # the tests the story added
     rewritten: Collection[str] = ()  # tests that ran before and the story changed
     gate_changes: Sequence[str] = ()  # files it changed that decide what a gate runs
+    # Of `owned`, the tests something showed this story's work in: failing at the baseline,
+    # or added by one of its kept attempts (proven failing on its parent).
+    proven: Collection[str] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,16 @@ def own_tests(record: StoryRecord) -> list[str]:
     return sorted({*record.tests, *added})
 
 
+def proven_tests(record: StoryRecord, baseline: Mapping[str, TestStatus]) -> list[str]:
+    """The story's own tests that can show it done: a test the plan gave it counts only if it
+    failed at the baseline; one the story added counts (its fail→pass was proven). A planned
+    claim of a test that already passed shows nothing: an agent choosing such tests and then
+    changing nothing must not come out "passed"."""
+    added = set(own_tests(record)) - set(record.tests)
+    failing_before = {t for t in record.tests if baseline.get(t) is not TestStatus.PASSED}
+    return sorted(added | failing_before)
+
+
 def decide_unchanged(evidence: Evidence) -> StoryVerdict:
     """An attempt that left no change, judged on the branch as it is (`evidence.results`):
     "passed (nothing to change)" when the story has tests of its own, each of them passes,
@@ -85,6 +98,9 @@ def decide_unchanged(evidence: Evidence) -> StoryVerdict:
     without tests of its own cannot be shown to be done by an agent that did nothing."""
     if not evidence.owned:
         return StoryVerdict(AttemptOutcome.NO_CHANGES, "no changes")
+    if not evidence.proven:
+        why = "no changes (its tests passed before the story: nothing shows it done)"
+        return StoryVerdict(AttemptOutcome.NO_CHANGES, why)
     judged = _judge(evidence)
     now = tests_by_id(evidence.results) or {}
     # Every other test is held to pass→pass by judge_story: a test another story owns may

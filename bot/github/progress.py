@@ -7,7 +7,16 @@ from dataclasses import dataclass, field
 
 from worker.model.state import RunResult, StoryRecord, StoryState
 from worker.report.inert_text import neutralize
-from worker.report.story_states import STATE_ICONS, attempt_outcome, plural
+from worker.report.story_states import (
+    STATE_ICONS,
+    attempt_outcome,
+    last_review,
+    plural,
+    review_cell,
+    tests_line,
+)
+
+REVIEW_LINES = 5  # findings and extra behaviours shown per story; the PR lists them all
 
 PROGRESS_MARKER = "<!-- reqdrive:progress {run_id} -->"
 
@@ -51,6 +60,10 @@ def _story_line(story: StoryRecord, *, running: bool) -> str:
     facts = f"{plural(len(story.attempts), 'attempt')}, {seconds:.0f}s, ${cost:.2f}"
     line = f"- [{'x' if done else ' '}] {STATE_ICONS[story.state]} **{inline_code(story.id)}** "
     line += f"{inline_text(story.title)}: {state} ({facts})"
+    if story.attempts:
+        review = f"; blind review: {inline_text(review_cell(story))}"
+        line += f"\n  - tests: {tests_line(story)}{review if last_review(story) else ''}"
+        line += _review_details(story)
     if story.attempts and not done:
         last = story.attempts[-1]
         failing = [t for g in last.gates for t in (g.failed_tests or [])]
@@ -59,6 +72,16 @@ def _story_line(story: StoryRecord, *, running: bool) -> str:
         if failing:
             line += "\n  - failing: " + ", ".join(f"`{inline_code(t)}`" for t in failing[:10])
     return line
+
+
+def _review_details(story: StoryRecord) -> str:
+    """The review's findings and the behaviour it found unasked, a model's opinion."""
+    review = last_review(story)
+    if review is None:
+        return ""
+    lines = [f"review finding: {f}" for f in review.finding_lines()]
+    lines += [f"not asked for (review): {e}" for e in review.extra_behaviour]
+    return "".join(f"\n  - {inline_text(text)[:300]}" for text in lines[:REVIEW_LINES])
 
 
 def inline_text(text: str) -> str:

@@ -15,6 +15,16 @@ It is stateless like a real agent: the story and attempt come from the prompt ("
 calls_log may name variables ("$HOME/calls.log": the run's own HOME, which a sandboxed agent
 can write, unlike the test's folders).
 
+A review prompt (a `Review role: describe` or `Review role: compare` line) is answered by the
+scenario's "describe" or "compare" rules: the first rule whose "when" strings all appear in the
+prompt (and none of its "unless" strings; "attempt": the review attempt) says what to write;
+without one the answer is valid: a description of the files changed, every criterion met and
+nothing extra. A describe rule may give "summary", "behaviours", "raw" (the file's text as is),
+"survey" (print every file the reviewer can read, but under "/proc", "/sys", "/dev", "/usr" and
+the rule's "skip" folders, with its text) and "exit_code"; a compare rule "unmet" and
+"not_shown" (criterion numbers), "evidence", "extra" (extra behaviour), "raw", "exit_code".
+Review calls go to "review_log" when the scenario names one, never to calls_log.
+
 An attempt's steps, in this order: sleep, sleep_once (with once_file), print, dump_env,
 write {path: text}, delete [paths], run (argv, in the worktree), list_files (a file to write
 the worktree's file list to, ignored files included), prd (object, planning: written as
@@ -37,6 +47,12 @@ from typing import Any
 STORY_RE = re.compile(r"^Story ID: (\S+)$", re.MULTILINE)
 ATTEMPT_RE = re.compile(r"^Attempt: (\d+)", re.MULTILINE)
 PLAN_ATTEMPT_RE = re.compile(r"^Planning attempt: (\d+)", re.MULTILINE)
+REVIEW_ROLE_RE = re.compile(r"^Review role: (describe|compare)$", re.MULTILINE)
+REVIEW_ATTEMPT_RE = re.compile(r"^Review attempt: (\d+)", re.MULTILINE)
+CRITERION_RE = re.compile(r"^Criterion (\d+): ", re.MULTILINE)
+CHANGED_FILE_RE = re.compile(r"^- `(.+)`$", re.MULTILINE)
+SURVEY_SKIP = ("/proc", "/sys", "/dev", "/usr")
+SURVEY_FILE_BYTES = 256 * 1024
 
 
 def main() -> int:
@@ -47,6 +63,9 @@ def main() -> int:
     args = parser.parse_args()
     scenario = json.loads(args.scenario.read_text())
     prompt = args.prompt.read_text()
+    role = REVIEW_ROLE_RE.search(prompt)
+    if role:
+        return review(scenario, role.group(1), prompt, args.run_dir)
     story = STORY_RE.search(prompt)
     if story:
         attempt = int(_search(ATTEMPT_RE, prompt))
@@ -61,6 +80,74 @@ def main() -> int:
             log.write(f"{label} pid={os.getpid()}\n")
     print(f"scripted agent: {label}", flush=True)
     return perform(steps, run_dir=args.run_dir, story_id=story.group(1) if story else None)
+
+
+def review(scenario: dict[str, Any], role: str, prompt: str, run_dir: Path) -> int:
+    """Answer a blind (describe) or comparing (compare) reviewer's prompt."""
+    attempt = int(_search(REVIEW_ATTEMPT_RE, prompt))
+    rule = _rule(scenario.get(role, []), prompt, attempt)
+    if scenario.get("review_log"):
+        with open(os.path.expandvars(scenario["review_log"]), "a") as log:
+            log.write(f"{role} {attempt}\n")
+    print(f"scripted agent: {role} {attempt}", flush=True)
+    if rule.get("survey"):
+        _survey([*SURVEY_SKIP, *rule.get("skip", [])])
+    name = "description.json" if role == "describe" else "discrepancies.json"
+    if "raw" in rule:
+        text = rule["raw"]
+    elif role == "describe":
+        files = CHANGED_FILE_RE.findall(prompt)
+        text = json.dumps(
+            {
+                "summary": rule.get("summary", "The change edits " + ", ".join(files) + "."),
+                "behaviours": rule.get("behaviours", [f"changes {f}" for f in files]),
+            }
+        )
+    else:
+        text = json.dumps(_discrepancies(rule, [int(n) for n in CRITERION_RE.findall(prompt)]))
+    (run_dir / name).write_text(text)
+    return int(rule.get("exit_code", 0))
+
+
+def _rule(rules: list[dict[str, Any]], prompt: str, attempt: int) -> dict[str, Any]:
+    for rule in rules:
+        wanted = all(w in prompt for w in rule.get("when", []))
+        ruled_out = any(u in prompt for u in rule.get("unless", []))
+        if wanted and not ruled_out and rule.get("attempt", attempt) == attempt:
+            return rule
+    return {}
+
+
+def _discrepancies(rule: dict[str, Any], numbers: list[int]) -> dict[str, Any]:
+    def status(n: int) -> str:
+        if n in rule.get("unmet", []):
+            return "not met"
+        return "not shown" if n in rule.get("not_shown", []) else "met"
+
+    evidence = rule.get("evidence", "the description says so")
+    return {
+        "criteria": [{"criterion": n, "status": status(n), "evidence": evidence} for n in numbers],
+        "extra_behaviour": rule.get("extra", []),
+    }
+
+
+def _survey(skip: list[str]) -> None:
+    """Every regular file this process can read, outside `skip`, printed with its text."""
+    for folder, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if not _skipped(os.path.join(folder, d), skip)]
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                if os.path.islink(path) or os.path.getsize(path) > SURVEY_FILE_BYTES:
+                    continue
+                text = Path(path).read_bytes().decode("utf-8", errors="replace")
+            except OSError:
+                continue
+            print(f"READABLE {path}\n{text}", flush=True)
+
+
+def _skipped(path: str, skip: list[str]) -> bool:
+    return any(path == s or path.startswith(s.rstrip("/") + "/") for s in skip)
 
 
 def _search(pattern: re.Pattern[str], text: str) -> str:

@@ -129,6 +129,8 @@ class ProcessRunner:
     """
 
     name = "process"
+    # The model the blind review asks for by default: a cheaper one where the runner has one.
+    review_model: str | None = None
     # The variables that name the model API's base URL, each with the URL used when it is
     # unset (None: none). With REQDRIVE_SANDBOX_NETWORK=api these hosts are all a call reaches.
     api_url_variables: tuple[tuple[str, str | None], ...] = (

@@ -57,6 +57,7 @@ class ClaudeRunner(ProcessRunner):
     """Runs `claude -p` on a prompt file in a worktree and reports what it cost."""
 
     name = "claude"
+    review_model = "haiku"  # the CLI's alias for its fastest, cheapest model
     api_url_variables = (("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),)
     executable = "claude"
     allowed_tools: tuple[str, ...] = DEFAULT_ALLOWED_TOOLS

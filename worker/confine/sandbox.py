@@ -134,6 +134,8 @@ class Sandbox:
     proxy_socket: Path | None = None
     # Processes, memory and file size of every call in it (worker/confine/limits.py).
     limits: ResourceLimits = DEFAULT_LIMITS
+    # The working directory bound read-only (the blind reviewer's view of a change).
+    readonly_cwd: bool = False
     extra_args: tuple[str, ...] = field(default=())
 
     def bind(
@@ -248,7 +250,8 @@ class Sandbox:
     def _call_mounts(self, cwd: Path) -> list[str]:
         """The call's own paths, parents before children so a child bind is not hidden."""
         binds = [(p, p, "--ro-bind-try") for p in self.readonly]
-        binds += [(p, p, "--bind") for p in (cwd, *self.writable)]
+        binds.append((cwd, cwd, "--ro-bind" if self.readonly_cwd else "--bind"))
+        binds += [(p, p, "--bind") for p in self.writable]
         binds += [(source, target, "--ro-bind") for source, target in self.shadows]
         args: list[str] = []
         seen: set[Path] = set()

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from worker.exceptions import RepoConfigError
 from worker.model.gates import UNSAFE_NAME_RE, GateSpec
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR
+from worker.model.review import ReviewMode
 from worker.model.validation import Problem, problems
 
 # Looked for in this order on the base commit; the first one found is the configuration.
@@ -120,6 +121,10 @@ class RepoConfig(BaseModel):
     # strict mode would demand an enum instance; YAML gives the string
     gates_mode: GatesMode = Field(default=GatesMode.SEQUENTIAL, alias="gatesMode", strict=False)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    # The blind review after a story's gates pass (worker/review), and the agent it uses:
+    # by default the story's runner with that runner's cheaper model.
+    review: ReviewMode = Field(default=ReviewMode.TRIANGULAR, strict=False)
+    review_agent: AgentConfig = Field(default_factory=AgentConfig, alias="reviewAgent")
     max_iterations: int = Field(default=10, ge=1, alias="maxIterations")
     max_story_retries: int = Field(default=3, ge=1, alias="maxStoryRetries")
     budget_usd: float | None = Field(default=None, gt=0, alias="budgetUsd")
@@ -233,7 +238,8 @@ def _did_you_mean(key: str) -> str:
     if parent.startswith("gates["):
         known = ["name", "command", "timeout", "junit"]
     else:
-        model: type[BaseModel] = AgentConfig if parent == "agent" else RepoConfig
+        agents = ("agent", "reviewAgent")
+        model: type[BaseModel] = AgentConfig if parent in agents else RepoConfig
         known = [f.alias or name for name, f in model.model_fields.items()]
     close = difflib.get_close_matches(last, known, n=1)
     return f" (did you mean '{close[0]}'?)" if close else " (remove it)"

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from worker.exceptions import ResumeError
 from worker.model.gates import GateResult
 from worker.model.prd import Prd, Story
+from worker.model.review import ReviewRecord
 
 FEEDBACK_CHARS = 12_000  # per failing gate, in the next attempt's prompt
 
@@ -67,6 +68,10 @@ class AttemptOutcome(StrEnum):
     # The worker's own steps failed on what the agent left (git refused it, the disk was full,
     # a report was refused): a failed attempt with the reason, never the end of the run.
     CHECK_FAILED = "check failed"
+    # Its tests passed, but the blind review found an acceptance criterion not met: the
+    # story goes back to the implementer with the finding (on its last attempt it is kept
+    # as "needs review" instead, never "passed").
+    CRITERIA_UNMET = "criteria not met"
     CANCELLED = "cancelled"  # stopped by the user; does not count as an attempt
 
 
@@ -112,6 +117,8 @@ class AttemptRecord(BaseModel):
     agent_exit_code: int | None = None
     cost_usd: float | None = None
     duration_s: float = 0.0
+    # The blind review of its change (worker/review), when its tests passed and it ran.
+    review: ReviewRecord | None = None
 
 
 class StoryRecord(Story):
@@ -294,6 +301,8 @@ class RunResult(BaseModel):
     cost_usd: float = 0.0
     duration_s: float = 0.0
     run_dir: str = ""
+    # The blind review of the whole change before the PR was marked ready, when it ran.
+    review: ReviewRecord | None = None
 
     def count(self, state: StoryState) -> int:
         return sum(1 for s in self.stories if s.state is state)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,12 @@ class PromptRenderer:
         *,
         folder: str = DEFAULT_FOLDER,
         limits: RenderLimits = RenderLimits(),  # noqa: B008 - frozen, shared safely
+        builtin: Path = PROMPTS_DIR,  # the built-in templates' folder (the review has its own)
     ) -> None:
         self._overrides = dict(overrides or {})
         self._folder = folder.strip("/")
         self._limits = limits
-        self._builtin = builtin_environment(PROMPTS_DIR)
+        self._builtin = builtin_environment(builtin)
 
     def render(self, name: str, **values: Any) -> str:
         if name not in self._overrides:
@@ -49,14 +50,16 @@ class PromptRenderer:
             ) from None
 
 
-def load_overrides(worktree: Path, base_sha: str, folder: str) -> dict[str, str]:
-    """Template overrides from the prompts folder as it is on the base commit, never the branch
-    the agent writes to."""
+def load_overrides(
+    worktree: Path, base_sha: str, folder: str, names: Sequence[str] = TEMPLATE_NAMES
+) -> dict[str, str]:
+    """Template overrides (of `names`) from the prompts folder as it is on the base commit,
+    never the branch the agent writes to."""
     folder = folder.strip("/")
     listed = run_git(["ls-tree", "--name-only", base_sha, "--", f"{folder}/"], cwd=worktree)
     present = {line.rsplit("/", 1)[-1] for line in listed.splitlines()}
     overrides = {}
-    for name in TEMPLATE_NAMES:
+    for name in names:
         if name in present:
             text = read_file_at(worktree, base_sha, f"{folder}/{name}")
             if text is not None:

@@ -6,9 +6,18 @@ from collections.abc import Sequence
 
 from worker.model.control_chars import escape_control
 from worker.model.gates import GateResult
+from worker.model.review import ReviewRecord
 from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState, TestCheck
 from worker.report.inert_text import neutralize
-from worker.report.story_states import STATE_ICONS, attempt_outcome, plural, story_counts
+from worker.report.story_states import (
+    STATE_ICONS,
+    attempt_outcome,
+    last_review,
+    plural,
+    review_cell,
+    story_counts,
+    tests_line,
+)
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
 
@@ -20,6 +29,7 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
         *([f"Closes #{closes_issue}"] if closes_issue is not None else []),
         _stories_table(result.stories),
         _story_details(result.stories),
+        _whole_review(result.review),
         _gates_table(result.baseline_gates, result.final_gates),
         _baseline_section(result),
         _failing_on_base(result),
@@ -86,8 +96,8 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
     rows = [
         "### Stories",
         "",
-        "| | Story | Title | State | Attempts | Tests | Commit |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| | Story | Title | State | Attempts | Tests | Commit | Review |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in stories:
         commit = f"`{s.commit[:12]}`" if s.commit else "—"
@@ -97,7 +107,7 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
             state = str(AttemptOutcome.NOTHING_TO_CHANGE)
         rows.append(
             f"| {STATE_ICONS[s.state]} | {_cell(s.id)} | {_cell(s.title)} | {state} "
-            f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} |"
+            f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} | {_cell(review_cell(s))} |"
         )
     return "\n".join(rows)
 
@@ -120,6 +130,9 @@ def _story_details(stories: Sequence[StoryRecord]) -> str:
         tried = len(s.attempts)
         lines += ["", f"**{_cell(s.id)}** — {s.state} after {tried} attempt{'s' * (tried != 1)}"]
         lines += _test_lines(s)
+        if s.attempts:
+            lines.append(f"- tests: {tests_line(s)}")
+        lines += _review_lines(last_review(s))
         for attempt in s.attempts:
             if attempt.outcome is not AttemptOutcome.PASSED or attempt.reason:
                 lines.append(f"- attempt {attempt.attempt}: {_inline(attempt_outcome(attempt))}")
@@ -128,6 +141,31 @@ def _story_details(stories: Sequence[StoryRecord]) -> str:
                     f"- attempt {attempt.attempt} changed what a gate runs: "
                     + ", ".join(f"`{_cell(p)}`" for p in attempt.gate_changes)
                 )
+    return "\n".join(lines)
+
+
+def _review_lines(review: ReviewRecord | None) -> list[str]:
+    """The blind review of a change, labelled as what it is: a model's opinion."""
+    if review is None:
+        return []
+    lines = [f"- blind review (a model's opinion): {_inline(review.headline())}"]
+    lines += [f"  - {_inline(line)}" for line in review.finding_lines()]
+    lines += [f"- not asked for (review): {_inline(extra)}" for extra in review.extra_behaviour]
+    return lines
+
+
+def _whole_review(review: ReviewRecord | None) -> str:
+    if review is None:
+        return ""
+    lines = [
+        "### The blind review of the whole change",
+        "",
+        "A model read the change without the requirement and described it; another compared "
+        "that description with every story's criteria. Its opinion, not a check: the tests "
+        "above are the proof.",
+        "",
+        *_review_lines(review),
+    ]
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.model.review import ReviewRecord
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 
 STATE_ICONS = {
@@ -76,3 +77,25 @@ def story_counts(stories: Sequence[StoryRecord]) -> str:
         if (n := sum(1 for s in stories if s.state is state))
     ]
     return f"{count_stories(total)}: " + (", ".join(counts) if counts else "none planned")
+
+
+def tests_line(story: StoryRecord) -> str:
+    """ "1 fail→pass, 12 pass→pass": what the story's last attempt was judged on."""
+    checks = story.attempts[-1].tests if story.attempts else []
+    passing = [c for c in checks if c.after == "passed" and not c.problem]
+    fail_pass = sum(1 for c in passing if c.before != "passed")
+    pass_pass = sum(1 for c in passing if c.before == "passed")
+    broken = sum(1 for c in checks if c.problem)
+    line = f"{fail_pass} fail→pass, {pass_pass} pass→pass"
+    return line + (f", {broken} failing" if broken else "")
+
+
+def last_review(story: StoryRecord) -> ReviewRecord | None:
+    """The blind review of the story's last attempt, if it had one."""
+    return story.attempts[-1].review if story.attempts else None
+
+
+def review_cell(story: StoryRecord) -> str:
+    """ "2 of 2 criteria met", "not reviewed": the review's one line for a table."""
+    review = last_review(story)
+    return review.headline() if review is not None else "not reviewed"

@@ -20,6 +20,8 @@ from worker.model.state import Checkpoint
 from worker.plan.prompting import PromptRenderer, load_overrides
 from worker.report.protocol import Reporter
 from worker.report.run_folder import RunFolder
+from worker.review.agent import review_agent
+from worker.review.triangular import ReviewAgent
 from worker.run.journal import RunJournal
 from worker.run.spec import RunSpec
 from worker.verdict.gates import gate_environment, gate_specs
@@ -74,6 +76,7 @@ class RunContext:
     toolchains: Toolchains  # what the sandbox shows of the host for the gates to start
     forbidden: list[str]  # globs the agent may not write
     started: float  # time.monotonic() when the run began
+    review: ReviewAgent | None = None  # the blind review's agent; None: `review: off`
 
     @property
     def cp(self) -> Checkpoint:
@@ -106,6 +109,7 @@ def configure(
     gate_env = gate_environment(places.gate_home, spec.source_env, path=spec.gate_path)
     commands = [g.command for g in gates] + ([config.setup] if config.setup else [])
     toolchains = _toolchains(spec, commands, gate_env)
+    agent_runner = runner or make_runner(settings, redactor=redactor, source_env=spec.source_env)
     context = RunContext(
         spec=spec,
         journal=journal,
@@ -120,13 +124,22 @@ def configure(
             load_overrides(git.path, base_sha, config.prompts), folder=config.prompts
         ),
         agent=settings,
-        runner=runner or make_runner(settings, redactor=redactor, source_env=spec.source_env),
+        runner=agent_runner,
         # The checks get no credential, the agent's API key included, and the operator's PATH.
         gate_env=toolchains.environment(gate_env),
         toolchains=toolchains,
         gates=gates,
         forbidden=config.forbidden_globs(spec.requirement.repo_path, config_path),
         started=started,
+        review=review_agent(
+            config,
+            settings,
+            agent_runner,
+            redactor=redactor,
+            source_env=spec.source_env,
+            worktree=git.path,
+            base_sha=base_sha,
+        ),
     )
     places.home.mkdir(parents=True, exist_ok=True)
     return context

@@ -11,6 +11,7 @@ from worker.report.pr_body import render_pr_body
 from worker.report.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
+from worker.run.review_step import review_whole
 from worker.verdict.base_debt import base_debt
 from worker.verdict.judging import (
     baseline_changes,
@@ -19,6 +20,7 @@ from worker.verdict.judging import (
     tests_by_id,
     unclaimed,
 )
+from worker.verdict.story_verdict import ready_after_review
 
 
 def verify(ctx: RunContext) -> list[GateResult]:
@@ -39,6 +41,12 @@ def deliver(ctx: RunContext, final: list[GateResult], stop: StopReason) -> RunRe
         duration_s=time.monotonic() - ctx.started,
         run_dir=str(ctx.folder.path),
     )
+    if result.ready:  # the blind review of the whole change, before the PR is marked ready
+        whole = review_whole(ctx)
+        why = ready_after_review(whole)
+        update: dict[str, object] = {"review": whole, "cost_usd": round(cp.cost_usd, 4)}
+        update |= {"ready": False, "draft_reason": why} if why else {}
+        result = result.model_copy(update=update)
     diff = ctx.git.diff(cp.base_sha, cp.head_sha)
     write_delivery(ctx.folder, result, iterations=cp.iteration, diff=diff)
     cp.status, cp.step = RunStatus.FINISHED, RunStep.DONE

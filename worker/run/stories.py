@@ -14,6 +14,7 @@ from worker.model.state import (
 )
 from worker.run.attempt import StoryAttempt
 from worker.run.context import RunContext
+from worker.run.review_step import review_attempt
 from worker.verdict.judging import KEPT, story_state
 
 
@@ -45,9 +46,10 @@ def attempt_story(ctx: RunContext, record: StoryRecord) -> None:
     iteration, number = cp.iteration, len(record.attempts) + 1
     journal.save()  # a kill from here on shows which iteration was interrupted
     ctx.reporter.story_started(record, number, iteration)
-    started = time.monotonic()
+    started, pre = time.monotonic(), cp.head_sha
     attempt = StoryAttempt(ctx, record, iteration=iteration, number=number).run()
     attempt.duration_s = round(time.monotonic() - started, 3)
+    attempt = review_attempt(ctx, record, attempt, pre=pre)  # its own time, in attempt.review
     ctx.folder.append_progress(_progress_line(record, attempt))
     if attempt.outcome is AttemptOutcome.CANCELLED:
         # Not the agent's failure: it does not use up one of the story's attempts.

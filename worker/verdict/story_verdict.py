@@ -6,6 +6,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from worker.model.gates import GateResult, TestStatus
+from worker.model.review import ReviewOutcome, ReviewRecord
 from worker.model.state import AttemptOutcome, StoryRecord, TestCheck
 from worker.verdict.judging import KEPT, Judgement, Verdict, judge_story, tests_by_id
 
@@ -71,6 +72,42 @@ def decide(
                 f"with the gates as they were: {again.reason or again.verdict}"
             )
     return StoryVerdict(outcome, why, judged.tests)
+
+
+def decide_reviewed(
+    verdict: StoryVerdict, review: ReviewRecord, *, number: int, max_retries: int
+) -> StoryVerdict:
+    """A passed attempt after its blind review. Every criterion met: still passed. A criterion
+    not met or not shown: back to the implementer with the finding while the story has
+    attempts left, else "needs review" with its commit kept. A review that could not be
+    done (refused, malformed twice, the reviewer failed): "needs review", never "passed".
+    The review is a model's opinion; it can only keep a story from "passed", never make one."""
+    if verdict.outcome is not AttemptOutcome.PASSED or review.outcome is ReviewOutcome.CLEAN:
+        return verdict
+    if review.outcome is ReviewOutcome.UNMET:
+        found = "; ".join(review.finding_lines())
+        if number < max_retries:
+            why = f"its tests pass, but the blind review found criteria not met: {found}"
+            return StoryVerdict(AttemptOutcome.CRITERIA_UNMET, why, verdict.tests)
+        why = (
+            f"its tests pass, but after {number} attempts the blind review still found "
+            f"criteria not met: {found}"
+        )
+        return StoryVerdict(AttemptOutcome.NEEDS_REVIEW, why, verdict.tests)
+    why = f"its tests pass, but the blind review could not be done: {review.problem}"
+    return StoryVerdict(AttemptOutcome.NEEDS_REVIEW, why, verdict.tests)
+
+
+def ready_after_review(review: ReviewRecord | None) -> str | None:
+    """Why a PR the checks would make ready stays a draft after the blind review of the whole
+    change: None when every criterion was met (or no review ran)."""
+    if review is None or review.outcome is ReviewOutcome.CLEAN:
+        return None
+    if review.outcome is ReviewOutcome.UNMET:
+        return "the blind review of the whole change found criteria not met: " + "; ".join(
+            review.finding_lines()
+        )
+    return f"the blind review of the whole change could not be done: {review.problem}"
 
 
 def own_tests(record: StoryRecord) -> list[str]:

@@ -1,0 +1,73 @@
+"""What the blind reviewer is shown of a change: its diff, and its commit's files laid out fresh.
+
+Fresh: no git history, no ignored files, never the requirement's file."""
+
+from __future__ import annotations
+
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from worker.confine.safe_paths import empty_folder
+from worker.git.runner import run_git
+from worker.review.blindness import first_leak
+
+DIFF_CHARS = 60_000  # of the diff in the prompt; the reviewer reads the files for the rest
+SCAN_FILE_BYTES = 1024 * 1024  # a larger file is data, not prose: not read for the check
+SCAN_TOTAL_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    """A change as the blind reviewer sees it."""
+
+    files: list[str]
+    diff: str
+    diff_cut: int  # the diff's length when it was cut, else 0
+
+
+def change_of(worktree: Path, base: str, head: str) -> ChangeView:
+    """The diff from `base` to `head`, cut to DIFF_CHARS, and the files it touches."""
+    names = run_git(["diff", "--name-only", "--no-renames", "-z", base, head], cwd=worktree)
+    diff = run_git(["diff", "--no-color", "--no-ext-diff", base, head], cwd=worktree)
+    cut = len(diff) if len(diff) > DIFF_CHARS else 0
+    return ChangeView([n for n in names.split("\0") if n], diff[:DIFF_CHARS], cut)
+
+
+def lay_out(worktree: Path, commit: str, target: Path, hidden: Sequence[str]) -> None:
+    """`commit`'s tracked files in `target` (emptied first), without the `hidden` paths.
+
+    From git's archive of the commit, not the worktree: a file the implementer left ignored
+    (notes, a copy of the prompt) is not there, nor is the history whose messages name the
+    stories."""
+    empty_folder(target)
+    archive = target.with_name(target.name + ".tar")
+    run_git(["archive", "--format=tar", "-o", str(archive), commit], cwd=worktree)
+    skip = {str(PurePosixPath(p)) for p in hidden}
+    try:
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if str(PurePosixPath(m.name)) not in skip]
+            # The data filter refuses links out of the folder, devices and absolute names.
+            tar.extractall(target, members=members, filter="data")
+    finally:
+        archive.unlink(missing_ok=True)
+
+
+def leak_in_files(folder: Path, secret_sentences: Sequence[str]) -> tuple[str, str] | None:
+    """(file, sentence) for the first file under `folder` holding one of the sentences."""
+    if not secret_sentences:
+        return None
+    budget = SCAN_TOTAL_BYTES
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        size = path.stat().st_size
+        if size > SCAN_FILE_BYTES or size > budget:
+            continue
+        budget -= size
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        leak = first_leak(text, secret_sentences)
+        if leak is not None:
+            return str(path.relative_to(folder)), leak
+    return None

@@ -1,0 +1,288 @@
+"""The triangular review of one change: agent B describes it blind, agent C compares."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from worker.agents.base import AgentCall, AgentOutcome, AgentRunner
+from worker.confine.safe_paths import empty_folder
+from worker.confine.sandbox import Sandbox
+from worker.model.review import (
+    LIST_ITEMS,
+    TEXT_CHARS,
+    BlindDescription,
+    DiscrepancyReport,
+    ReviewFinding,
+    ReviewOutcome,
+    ReviewRecord,
+)
+from worker.plan.prompting import PromptRenderer
+from worker.report.run_folder import RunFolder
+from worker.review.blindness import first_leak, sentences
+from worker.review.change_view import change_of, lay_out, leak_in_files
+from worker.review.reports import (
+    DESCRIPTION_FILE,
+    DISCREPANCIES_FILE,
+    read_description,
+    read_discrepancies,
+)
+
+DESCRIBE_TEMPLATE = "describe.md.j2"
+COMPARE_TEMPLATE = "compare.md.j2"
+REVIEW_TEMPLATES = (DESCRIBE_TEMPLATE, COMPARE_TEMPLATE)
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+TRIES = 2  # a malformed report is refused and asked for once more, then reported
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class ReviewAgent:
+    """Who reviews: a runner (by default the story's, with its cheaper model) and prompts."""
+
+    runner: AgentRunner
+    renderer: PromptRenderer
+    model: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class ReviewDesk:
+    """Where a review runs: its sandbox, its folders, the run folder its reports go to."""
+
+    agent: ReviewAgent
+    sandbox: Sandbox | None  # the run's; None runs the reviewers unconfined
+    worktree: Path  # the run's (its git), never shown to a reviewer
+    handoff: Path  # emptied before each call: the reviewer's HOME and its report
+    view: Path  # the change's files for agent B, read-only
+    folder: RunFolder
+    cancel: threading.Event
+    on_call: Callable[[str, AgentOutcome], None] = lambda label, outcome: None
+
+
+@dataclass(frozen=True)
+class ReviewSubject:
+    """What is reviewed: a commit range and the criteria it is held to."""
+
+    label: str  # names its files in the run folder: review-<label>.*
+    title: str  # "US-001", "the whole requirement": C's prompt
+    base: str
+    head: str
+    criteria: Sequence[str]
+    requirement: str
+    source: str
+    # Every text B must not see: the requirement, each story's title, description,
+    # criteria and notes.
+    hidden_texts: Sequence[str] = ()
+    hidden_paths: Sequence[str] = ()  # the requirement's file in the repository
+
+
+@dataclass
+class _Tally:
+    calls: int = 0
+    cost: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    duration_s: float = 0.0
+    reports: list[str] = field(default_factory=list)
+
+    def add(self, outcome: AgentOutcome) -> None:
+        self.calls += 1
+        self.duration_s += outcome.duration_s
+        self.cost = _plus(self.cost, outcome.cost_usd)
+        self.input_tokens = _plus_int(self.input_tokens, outcome.input_tokens)
+        self.output_tokens = _plus_int(self.output_tokens, outcome.output_tokens)
+
+    def record(self, outcome: ReviewOutcome, **values: Any) -> ReviewRecord:
+        return ReviewRecord(
+            outcome=outcome,
+            reports=list(self.reports),
+            calls=self.calls,
+            cost_usd=None if self.cost is None else round(self.cost, 6),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            duration_s=round(self.duration_s, 3),
+            **values,
+        )
+
+
+def review(desk: ReviewDesk, subject: ReviewSubject) -> ReviewRecord:
+    """Describe the change blind, compare with the criteria: the review's record. Never
+    raises for what the reviewers wrote; a refusal or a malformed report is in the record."""
+    tally = _Tally()
+    secret = sentences([subject.requirement, *subject.hidden_texts, *subject.criteria])
+    lay_out(desk.worktree, subject.head, desk.view, subject.hidden_paths)
+    try:
+        leaked = leak_in_files(desk.view, secret)
+        if leaked is not None:
+            why = f"{leaked[0]} in the change quotes the requirement (“{leaked[1]}”)"
+            return tally.record(ReviewOutcome.REFUSED, problem=_refused(why))
+        description, problem = _describe(desk, subject, secret, tally)
+    finally:
+        empty_folder(desk.view)
+    if description is None:
+        refused = problem.startswith("refused")
+        return tally.record(
+            ReviewOutcome.REFUSED if refused else ReviewOutcome.INCOMPLETE, problem=problem
+        )
+    report, problem = _compare(desk, subject, description, tally)
+    if report is None:
+        return tally.record(ReviewOutcome.INCOMPLETE, problem=problem, summary=description.summary)
+    findings = [
+        ReviewFinding(
+            criterion=subject.criteria[f.criterion - 1], status=f.status, evidence=f.evidence
+        )
+        for f in sorted(report.criteria, key=lambda f: f.criterion)
+    ]
+    met = all(f.status == "met" for f in findings)
+    return tally.record(
+        ReviewOutcome.CLEAN if met else ReviewOutcome.UNMET,
+        findings=findings,
+        extra_behaviour=list(report.extra_behaviour),
+        summary=description.summary,
+    )
+
+
+def _describe(
+    desk: ReviewDesk, subject: ReviewSubject, secret: Sequence[str], tally: _Tally
+) -> tuple[BlindDescription | None, str]:
+    change = change_of(desk.worktree, subject.base, subject.head)
+    fence = "`" * max(3, _longest_backtick_run(change.diff) + 1)
+    values = {
+        "files": change.files,
+        "diff": change.diff,
+        "diff_cut": change.diff_cut,
+        "fence": fence,
+        "max_items": LIST_ITEMS,
+        "max_chars": TEXT_CHARS,
+    }
+    problem = ""
+    for attempt in range(1, TRIES + 1):
+        prompt = _render(desk, DESCRIBE_TEMPLATE, attempt, problem, values)
+        leak = first_leak(prompt, secret)
+        if leak is not None:  # the diff quotes it: B would not be blind
+            return None, _refused(f"its prompt would quote the requirement (“{leak}”)")
+        outcome = _call(desk, subject, f"describe-{attempt}", prompt, cwd=desk.view, tally=tally)
+        description, text, problem = read_description(desk.handoff / DESCRIPTION_FILE)
+        _keep_report(desk, subject, f"description-{attempt}.json", text, tally)
+        if description is not None:
+            return description, ""
+        problem = _with_agent_error(problem, outcome)
+        if desk.cancel.is_set():
+            break
+    return None, f"the blind reviewer's description was refused twice: {problem}"
+
+
+def _compare(
+    desk: ReviewDesk, subject: ReviewSubject, description: BlindDescription, tally: _Tally
+) -> tuple[DiscrepancyReport | None, str]:
+    values = {
+        "subject": subject.title,
+        "criteria": list(subject.criteria),
+        "requirement": subject.requirement,
+        "source": subject.source,
+        "description": description.model_dump(),
+    }
+    problem = ""
+    for attempt in range(1, TRIES + 1):
+        prompt = _render(desk, COMPARE_TEMPLATE, attempt, problem, values)
+        outcome = _call(desk, subject, f"compare-{attempt}", prompt, cwd=desk.handoff, tally=tally)
+        path = desk.handoff / DISCREPANCIES_FILE
+        report, text, problem = read_discrepancies(path, len(subject.criteria))
+        _keep_report(desk, subject, f"discrepancies-{attempt}.json", text, tally)
+        if report is not None:
+            return report, ""
+        problem = _with_agent_error(problem, outcome)
+        if desk.cancel.is_set():
+            break
+    return None, f"the discrepancy report was refused twice: {problem}"
+
+
+def _render(
+    desk: ReviewDesk, template: str, attempt: int, problem: str, values: dict[str, Any]
+) -> str:
+    output = DESCRIPTION_FILE if template == DESCRIBE_TEMPLATE else DISCREPANCIES_FILE
+    return desk.agent.renderer.render(
+        template,
+        attempt=attempt,
+        max_attempts=TRIES,
+        previous_error=problem,
+        output_path=str(desk.handoff / output),
+        **values,
+    )
+
+
+def _call(
+    desk: ReviewDesk, subject: ReviewSubject, step: str, prompt: str, *, cwd: Path, tally: _Tally
+) -> AgentOutcome:
+    """One reviewer's call: a fresh hand-over folder (its HOME too), the prompt bound alone."""
+    name = f"review-{subject.label}.{step}"
+    prompt_path = desk.folder.write_text(f"{name}.prompt.md", prompt)
+    empty_folder(desk.handoff)
+    home = desk.handoff / "home"
+    home.mkdir()
+    sandbox = desk.sandbox
+    if sandbox is not None:
+        sandbox = replace(sandbox, readonly_cwd=cwd == desk.view).bind(
+            writable=[desk.handoff], readonly=[prompt_path]
+        )
+    call = AgentCall(
+        prompt_file=prompt_path,
+        cwd=cwd,
+        run_dir=desk.handoff,
+        home_dir=home,
+        log_path=desk.folder.file(f"{name}.log"),
+        timeout_s=desk.agent.timeout_s,
+        model=desk.agent.model,
+        sandbox=sandbox,
+    )
+    outcome = desk.agent.runner.run(call, cancel=desk.cancel)
+    tally.add(outcome)
+    desk.on_call(name, outcome)
+    return outcome
+
+
+def _keep_report(
+    desk: ReviewDesk, subject: ReviewSubject, name: str, text: str, tally: _Tally
+) -> None:
+    """The report as the reviewer wrote it, in the run folder (redacted), then the hand-over
+    folder emptied: nothing of this call reaches the next."""
+    if text:
+        kept = f"review-{subject.label}.{name}"
+        desk.folder.write_text(kept, text)
+        tally.reports.append(kept)
+    empty_folder(desk.handoff)
+
+
+def _with_agent_error(problem: str, outcome: AgentOutcome) -> str:
+    if outcome.error or outcome.exit_code not in (0, None):
+        said = outcome.error or f"exit code {outcome.exit_code}"
+        return f"{problem} (the reviewer: {said[:500]})"
+    return problem
+
+
+def _refused(why: str) -> str:
+    return f"refused to call the blind reviewer: {why}"
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return longest
+
+
+def _plus(total: float | None, more: float | None) -> float | None:
+    if more is None:
+        return total
+    return more if total is None else total + more
+
+
+def _plus_int(total: int | None, more: int | None) -> int | None:
+    if more is None:
+        return total
+    return more if total is None else total + more

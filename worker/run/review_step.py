@@ -1,0 +1,123 @@
+"""The review step: after a story's tests pass, and once for the whole change before delivery."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+
+from worker.agents.base import AgentOutcome
+from worker.model.review import ReviewRecord
+from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord
+from worker.review.triangular import ReviewAgent, ReviewDesk, ReviewSubject, review
+from worker.run.context import RunContext
+from worker.verdict.judging import KEPT
+from worker.verdict.story_verdict import StoryVerdict, decide_reviewed
+
+WHOLE_LABEL = "requirement"
+
+
+def review_attempt(
+    ctx: RunContext, record: StoryRecord, attempt: AttemptRecord, *, pre: str
+) -> AttemptRecord:
+    """A passed attempt reviewed blind and decided again (decide_reviewed); any other attempt,
+    or every attempt with `review: off`, as it was. A commit the review sends back is dropped
+    like a failed one: its patch stays in the run folder, the worktree goes back to `pre`."""
+    if ctx.review is None or attempt.outcome is not AttemptOutcome.PASSED or not attempt.commit:
+        return attempt
+    subject = ReviewSubject(
+        label=f"{record.id}.iteration-{attempt.iteration}",
+        title=record.id,
+        base=pre,
+        head=attempt.commit,
+        criteria=list(record.acceptance_criteria),
+        requirement=ctx.spec.requirement.text,
+        source=ctx.spec.requirement.source,
+        hidden_texts=_plan_texts(ctx.cp.stories),
+        hidden_paths=_hidden_paths(ctx),
+    )
+    found = _run(ctx, ctx.review, subject)
+    if ctx.cancel.is_set():
+        ctx.git.restore(pre)
+        return attempt.model_copy(
+            update={"outcome": AttemptOutcome.CANCELLED, "reason": "cancelled", "review": found}
+        )
+    verdict = decide_reviewed(
+        StoryVerdict(attempt.outcome, attempt.reason, attempt.tests),
+        found,
+        number=attempt.attempt,
+        max_retries=ctx.config.max_story_retries,
+    )
+    kept = verdict.outcome in KEPT
+    if not kept:
+        patch = ctx.folder.patch_path(attempt.iteration).name
+        ctx.folder.write_text(patch, ctx.git.diff(pre, attempt.commit) + "\n")
+        ctx.git.restore(pre)
+    return attempt.model_copy(
+        update={
+            "outcome": verdict.outcome,
+            "reason": verdict.reason,
+            "commit": attempt.commit if kept else None,
+            "review": found,
+        }
+    )
+
+
+def review_whole(ctx: RunContext) -> ReviewRecord | None:
+    """The whole change, base to head, against every story's criteria: run once the stories
+    and final checks would make the PR ready. None with `review: off`."""
+    cp = ctx.cp
+    if ctx.review is None:
+        return None
+    subject = ReviewSubject(
+        label=WHOLE_LABEL,
+        title="the whole requirement",
+        base=cp.start_sha or cp.base_sha,
+        head=cp.head_sha,
+        criteria=[c for s in cp.stories for c in s.acceptance_criteria],
+        requirement=ctx.spec.requirement.text,
+        source=ctx.spec.requirement.source,
+        hidden_texts=_plan_texts(cp.stories),
+        hidden_paths=_hidden_paths(ctx),
+    )
+    return _run(ctx, ctx.review, subject)
+
+
+def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewRecord:
+    places = ctx.places
+    view = places.handoff.parent / f"{places.handoff.name}.review"
+
+    def reported(label: str, outcome: AgentOutcome) -> None:
+        ended = "timed out" if outcome.timed_out else f"exit {outcome.exit_code}"
+        ctx.reporter.agent_finished(label, outcome.duration_s, ended)
+
+    desk = ReviewDesk(
+        agent=agent,
+        sandbox=ctx.spec.sandbox,
+        worktree=ctx.git.path,
+        handoff=places.handoff,
+        view=view,
+        folder=ctx.folder,
+        cancel=ctx.cancel,
+        on_call=reported,
+    )
+    try:
+        found = review(desk, subject)
+    finally:
+        shutil.rmtree(view, ignore_errors=True)
+        ctx.folder.sweep()
+    ctx.cp.cost_usd += found.cost_usd or 0.0  # the review's cost is the run's, budget too
+    ctx.folder.append_progress(f"review of {subject.title}: {found.headline()}")
+    return found
+
+
+def _plan_texts(stories: Sequence[StoryRecord]) -> list[str]:
+    """What the plan says of every story: none of it may reach the blind reviewer."""
+    texts: list[str] = []
+    for story in stories:
+        texts += [story.title, story.description, story.notes, *story.acceptance_criteria]
+    return texts
+
+
+def _hidden_paths(ctx: RunContext) -> list[str]:
+    path = ctx.spec.requirement.repo_path
+    return [path] if path else []

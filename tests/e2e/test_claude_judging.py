@@ -83,7 +83,9 @@ def retry_prompt(server: FakeAnthropic) -> str:
 def test_a_wrong_story_is_retried_with_its_own_failing_test_and_the_run_ends_ready(
     make_project: MakeProject, claude_bin: Path, junit: bool
 ) -> None:
-    project = calc_project(make_project, junit=junit)
+    # Not about the review (tests/e2e/test_claude_review.py is): its script plays the
+    # implementer's turns only, so the blind review is off.
+    project = calc_project(make_project, junit=junit, config={"review": "off"})
     with fake_anthropic(script(project)) as server:
         result = run_with_claude(project, server, claude_bin)
         retry = retry_prompt(server)

@@ -46,7 +46,13 @@ def claude_bin() -> Path:
 
 def shop(source: Path) -> None:
     """A Python project configured for the claude runner, its pricing tests failing."""
-    config = {"testCommand": PYTEST, "agent": {"runner": "claude", "model": MODEL, "timeout": 120}}
+    # Not about the review (tests/e2e/test_claude_review.py is): the scripted API plays the
+    # implementer's turns only, and every request is checked for the configured model.
+    config = {
+        "testCommand": PYTEST,
+        "agent": {"runner": "claude", "model": MODEL, "timeout": 120},
+        "review": "off",
+    }
     files = {
         ".gitignore": GITIGNORE,
         ".github/reqdrive.yml": yaml.safe_dump(config),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tarfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -11,6 +12,7 @@ from typing import Any
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner
 from worker.confine.safe_paths import empty_folder
 from worker.confine.sandbox import Sandbox
+from worker.exceptions import GitError
 from worker.model.review import (
     LIST_ITEMS,
     TEXT_CHARS,
@@ -35,6 +37,7 @@ DESCRIBE_TEMPLATE = "describe.md.j2"
 COMPARE_TEMPLATE = "compare.md.j2"
 REVIEW_TEMPLATES = (DESCRIBE_TEMPLATE, COMPARE_TEMPLATE)
 PROMPTS_DIR = Path(__file__).parent / "prompts"
+PROBLEM_CHARS = 2000
 TRIES = 2  # a malformed report is refused and asked for once more, then reported
 DEFAULT_TIMEOUT_S = 600.0
 
@@ -111,8 +114,17 @@ class _Tally:
 
 def review(desk: ReviewDesk, subject: ReviewSubject) -> ReviewRecord:
     """Describe the change blind, compare with the criteria: the review's record. Never
-    raises for what the reviewers wrote; a refusal or a malformed report is in the record."""
+    raises for what the change or the reviewers hold: a refusal, a malformed report, a view
+    of the change the worker could not make are in the record."""
     tally = _Tally()
+    try:
+        return _review(desk, subject, tally)
+    except (GitError, OSError, tarfile.TarError) as error:
+        why = f"the worker could not show the change to the reviewer: {error}"
+        return tally.record(ReviewOutcome.INCOMPLETE, problem=why[:PROBLEM_CHARS])
+
+
+def _review(desk: ReviewDesk, subject: ReviewSubject, tally: _Tally) -> ReviewRecord:
     secret = sentences([subject.requirement, *subject.hidden_texts, *subject.criteria])
     lay_out(desk.worktree, subject.head, desk.view, subject.hidden_paths)
     try:

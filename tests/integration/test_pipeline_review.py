@@ -143,6 +143,11 @@ def test_a_story_skipping_a_criterion_is_sent_back_with_the_finding_and_then_fix
     ]
     report = json.loads((project.run_dir() / kept[1]).read_text())
     assert report["criteria"][1]["status"] == "not met"
+    summary = json.loads((project.run_dir() / "verification-summary.json").read_text())
+    assert summary["review"] == {
+        "stories": {"US-001": "2 of 2 criteria met"},
+        "whole_change": "2 of 2 criteria met",
+    }
 
 
 def test_a_story_that_keeps_skipping_a_criterion_ends_needs_review_with_the_finding_in_the_pr(

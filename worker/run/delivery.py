@@ -130,6 +130,15 @@ def verification_summary(result: RunResult, iterations: int) -> dict[str, object
         "unclaimed_tests": result.unclaimed_tests,
         "failing_on_base": result.failing_on_base,
         "per_test_results": result.per_test_results,
+        # The blind review (a model's opinion): each story's last, and the whole change's.
+        "review": {
+            "stories": {
+                s.id: s.attempts[-1].review.headline()
+                for s in result.stories
+                if s.attempts and s.attempts[-1].review is not None
+            },
+            "whole_change": result.review.headline() if result.review else None,
+        },
         "ready": result.ready,
         "draft_reason": result.draft_reason,
         "stop_reason": str(result.stop_reason),

@@ -80,7 +80,8 @@ def test_max_iterations_stops_the_loop_and_leaves_a_draft_naming_the_untried_sto
 def test_the_budget_stops_the_loop_once_the_agents_reported_cost_reaches_it(
     make_project: MakeProject,
 ) -> None:
-    project = make_project({"budgetUsd": 1.0})
+    # The implement calls' cost alone: the review's counts too, shown in test_pipeline_review.
+    project = make_project({"budgetUsd": 1.0, "review": "off"})
     scenario = four_stories(project)
     spec = project.spec(scenario)
     runner = PricedRunner(project.agent_command(scenario), cost_usd=0.4)

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.integration.conftest import SUPPORT
-from tests.integration.test_pipeline import MakeProject, Project
+from tests.integration.test_pipeline import MakeProject, Project, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from tests.integration.test_pipeline_judging import GATE_PATH
+from tests.integration.test_pipeline_resume import PricedRunner
 from worker.confine.sandbox import Sandbox
 from worker.model.review import ReviewOutcome
-from worker.model.state import AttemptOutcome, RunResult, StoryState
+from worker.model.state import AttemptOutcome, RunResult, StopReason, StoryState
+from worker.report.console import ConsoleReporter
 from worker.review.blindness import first_leak, sentences
+from worker.run.checkpoint_file import FileCheckpointStore
+from worker.run.pipeline import Pipeline
 from worker.run.spec import Requirement
 
 REQUIREMENT = (
@@ -309,3 +316,28 @@ def test_the_blind_reviewer_sees_no_word_of_the_requirement_in_its_prompt_or_its
     assert not any("REQ-001" in path for path in readable)
     assert not any(path.endswith(("prd.json", "progress.txt", ".git")) for path in readable)
     assert first_leak(survey, secret) is None
+
+
+def test_the_reviews_cost_is_the_runs_and_counts_against_its_budget(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"budgetUsd": 0.9})
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(3)}], "stories": {f"US-00{n}": [implement(n)] for n in (1, 2, 3)}}
+    )
+    runner = PricedRunner(project.agent_command(scenario), cost_usd=0.2)
+    pipeline = Pipeline(
+        project.spec(scenario),
+        reporter=ConsoleReporter(io.StringIO()),
+        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
+        runner=runner,
+    )
+    result = pipeline.run()
+    # plan 0.2; US-001 0.2 and its review 0.4; US-002 the same: 1.4, so US-003 never starts
+    # (without the review the three stories cost 0.8 with the plan).
+    assert result.stop_reason is StopReason.BUDGET_SPENT
+    assert [s.state for s in result.stories][2] is StoryState.PENDING
+    review = result.stories[0].attempts[0].review
+    assert review is not None and review.cost_usd == pytest.approx(0.4)
+    assert result.stories[0].attempts[0].cost_usd == pytest.approx(0.2)
+    assert result.cost_usd == pytest.approx(1.4)

@@ -31,8 +31,15 @@ def change_of(worktree: Path, base: str, head: str) -> ChangeView:
     """The diff from `base` to `head`, cut to DIFF_CHARS, and the files it touches."""
     names = run_git(["diff", "--name-only", "--no-renames", "-z", base, head], cwd=worktree)
     diff = run_git(["diff", "--no-color", "--no-ext-diff", base, head], cwd=worktree)
+    diff = _text(diff)
     cut = len(diff) if len(diff) > DIFF_CHARS else 0
-    return ChangeView([n for n in names.split("\0") if n], diff[:DIFF_CHARS], cut)
+    return ChangeView([_text(n) for n in names.split("\0") if n], diff[:DIFF_CHARS], cut)
+
+
+def _text(value: str) -> str:
+    """git's bytes that are not UTF-8 (a file name, a binary line) shown as U+FFFD: a prompt
+    is text, and the run folder keeps it."""
+    return value.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
 
 
 def lay_out(worktree: Path, commit: str, target: Path, hidden: Sequence[str]) -> None:

@@ -37,6 +37,7 @@ from worker.model.state import AttemptRecord, RunResult, StoryRecord  # noqa: E4
 from worker.report.protocol import NullReporter  # noqa: E402
 from worker.run.checkpoint_file import FileCheckpointStore  # noqa: E402
 from worker.run.pipeline import Pipeline  # noqa: E402
+from worker.run.review_step import review_root  # noqa: E402
 from worker.run.spec import Requirement, RunSpec  # noqa: E402
 
 SCRIPTED_AGENT = ROOT / "tests" / "support" / "scripted_agent.py"
@@ -143,6 +144,7 @@ def scripted_values(tmp: Path) -> dict[str, object]:
 
 def claude_script(work: Path) -> list[Turn]:
     handoff, worktree = work / "handoff" / "bench", work / "cache" / "worktrees" / "bench"
+    out = review_root(work, "bench") / "out"
 
     def write(path: Path, text: str) -> Turn:
         return use(ToolCall("Write", {"file_path": str(path), "content": text}), usage=USAGE)
@@ -153,9 +155,9 @@ def claude_script(work: Path) -> list[Turn]:
     }
     met = [{"criterion": n, "status": "met", "evidence": "returns upper + '!'"} for n in (1, 2)]
     review = [
-        write(handoff / "description.json", json.dumps(description)),
+        write(out / "description.json", json.dumps(description)),
         say("described.", usage=USAGE),
-        write(handoff / "discrepancies.json", json.dumps({"criteria": met})),
+        write(out / "discrepancies.json", json.dumps({"criteria": met})),
         say("compared.", usage=USAGE),
     ]
     return [

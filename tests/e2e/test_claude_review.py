@@ -34,6 +34,7 @@ from tests.support.fake_anthropic import (
 from worker.model.review import ReviewOutcome
 from worker.model.state import AttemptOutcome, RunResult, StoryState
 from worker.review.blindness import first_leak, sentences
+from worker.run.review_step import review_root
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -94,11 +95,16 @@ def compare(project: Project, *, second: str, extra: list[str] | None = None) ->
 
 
 def handoff(project: Project) -> Path:
+    """Where the reviewers hand their reports over (named by a hash of the run id)."""
+    return review_root(project.work_dir, "run-1") / "out"
+
+
+def plan_handoff(project: Project) -> Path:
     return project.work_dir / "handoff" / "run-1"
 
 
 def plan(project: Project) -> list[Turn]:
-    return [write(handoff(project) / "prd.json", json.dumps(shout_prd())), say("Planned.")]
+    return [write(plan_handoff(project) / "prd.json", json.dumps(shout_prd())), say("Planned.")]
 
 
 def run_with_claude(project: Project, server: FakeAnthropic, claude_bin: Path) -> RunResult:
@@ -177,7 +183,8 @@ def test_a_story_skipping_a_criterion_is_sent_back_by_the_review_and_then_fixed(
             assert "+def shout(text):" in request.prompt()
             assert first_leak(request.prompt(), secret) is None
             # It worked in its own view of the change, not in the run's worktree.
-            assert str(handoff(project)) + ".review" in json.dumps(request.body)
+            view = review_root(project.work_dir, "run-1") / "view"
+            assert str(view) in json.dumps(request.body)
     # The review's cost is the run's, beside the implement call's in the record.
     review = second.review
     assert review is not None and review.outcome is ReviewOutcome.CLEAN

@@ -293,15 +293,18 @@ def test_the_blind_reviewer_sees_no_word_of_the_requirement_in_its_prompt_or_its
         "review_log": str(agent_io / "review.log"),
     }
     scenario.write_text(json.dumps(data))
+    # A run id that is the requirement's slug, as `reqdrive run` names runs: the reviewer's
+    # paths must not say it.
+    run_id = "req-001-make-alert-messages-loud-for-the-channel"
     result = project.run(
-        scenario, gate_path=GATE_PATH, requirement=REQUIREMENT_SPEC, sandbox=sandbox
+        scenario, gate_path=GATE_PATH, requirement=REQUIREMENT_SPEC, sandbox=sandbox, run_id=run_id
     )
     assert result.stories[0].state is StoryState.PASSED
     assert (agent_io / "review.log").read_text().splitlines()[:2] == ["describe 1", "compare 1"]
 
     secret = sentences([REQUIREMENT, TITLE, DESCRIPTION, *CRITERIA])
     assert len(secret) >= 5
-    run_dir = project.run_dir()
+    run_dir = project.run_dir(run_id)
     prompt = (run_dir / "review-US-001.iteration-1.describe-1.prompt.md").read_text()
     assert "+def shout(text):" in prompt  # it is shown the change...
     assert first_leak(prompt, secret) is None  # ...and not one sentence of the requirement
@@ -312,7 +315,7 @@ def test_the_blind_reviewer_sees_no_word_of_the_requirement_in_its_prompt_or_its
         line.split(" ", 1)[1] for line in survey.splitlines() if line.startswith("READABLE")
     ]
     assert any(path.endswith("/shout.py") for path in readable)  # the code it describes
-    assert any(path.endswith("describe-1.prompt.md") for path in readable)
+    assert any(path.endswith("/prompt.md") for path in readable)  # its own prompt
     assert not any("REQ-001" in path for path in readable)
     assert not any(path.endswith(("prd.json", "progress.txt", ".git")) for path in readable)
     assert first_leak(survey, secret) is None

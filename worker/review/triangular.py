@@ -59,11 +59,22 @@ class ReviewDesk:
     agent: ReviewAgent
     sandbox: Sandbox | None  # the run's; None runs the reviewers unconfined
     worktree: Path  # the run's (its git), never shown to a reviewer
-    handoff: Path  # emptied before each call: the reviewer's HOME and its report
-    view: Path  # the change's files for agent B, read-only
+    # The reviewers' folders, under a name that says nothing of the run (a run id is often
+    # the requirement's slug, and a reviewer sees its own paths): `out` is emptied before
+    # each call (the reviewer's HOME and its report), `view` holds the change's files for
+    # agent B (read-only), `prompt.md` the call's prompt.
+    root: Path
     folder: RunFolder
     cancel: threading.Event
     on_call: Callable[[str, AgentOutcome], None] = lambda label, outcome: None
+
+    @property
+    def handoff(self) -> Path:
+        return self.root / "out"
+
+    @property
+    def view(self) -> Path:
+        return self.root / "view"
 
 
 @dataclass(frozen=True)
@@ -232,7 +243,10 @@ def _call(
 ) -> AgentOutcome:
     """One reviewer's call: a fresh hand-over folder (its HOME too), the prompt bound alone."""
     name = f"review-{subject.label}.{step}"
-    prompt_path = desk.folder.write_text(f"{name}.prompt.md", prompt)
+    kept = desk.folder.write_text(f"{name}.prompt.md", prompt)  # the run's record, redacted
+    prompt_path = desk.root / "prompt.md"
+    prompt_path.unlink(missing_ok=True)
+    prompt_path.write_text(kept.read_text())
     empty_folder(desk.handoff)
     home = desk.handoff / "home"
     home.mkdir()

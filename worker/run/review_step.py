@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 from worker.agents.base import AgentOutcome
 from worker.model.review import ReviewRecord
@@ -83,8 +85,9 @@ def review_whole(ctx: RunContext) -> ReviewRecord | None:
 
 
 def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewRecord:
-    places = ctx.places
-    view = places.handoff.parent / f"{places.handoff.name}.review"
+    root = review_root(ctx.spec.work_dir, ctx.spec.run_id)
+    shutil.rmtree(root, ignore_errors=True)  # what a killed run left
+    root.mkdir(parents=True)
 
     def reported(label: str, outcome: AgentOutcome) -> None:
         ended = "timed out" if outcome.timed_out else f"exit {outcome.exit_code}"
@@ -94,8 +97,7 @@ def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewR
         agent=agent,
         sandbox=ctx.spec.sandbox,
         worktree=ctx.git.path,
-        handoff=places.handoff,
-        view=view,
+        root=root,
         folder=ctx.folder,
         cancel=ctx.cancel,
         on_call=reported,
@@ -103,11 +105,17 @@ def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewR
     try:
         found = review(desk, subject)
     finally:
-        shutil.rmtree(view, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
         ctx.folder.sweep()
     ctx.cp.cost_usd += found.cost_usd or 0.0  # the review's cost is the run's, budget too
     ctx.folder.append_progress(f"review of {subject.title}: {found.headline()}")
     return found
+
+
+def review_root(work_dir: Path, run_id: str) -> Path:
+    """The reviewers' folder of a run, named by a hash: a run id is often the requirement's
+    slug, and a reviewer sees its own paths."""
+    return work_dir / "reviews" / hashlib.sha256(run_id.encode()).hexdigest()[:16]
 
 
 def _plan_texts(stories: Sequence[StoryRecord]) -> list[str]:

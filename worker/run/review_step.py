@@ -65,17 +65,21 @@ def review_attempt(
 
 
 def review_whole(ctx: RunContext) -> ReviewRecord | None:
-    """The whole change, base to head, against every story's criteria: run once the stories
-    and final checks would make the PR ready. None with `review: off`."""
+    """The whole change, from where the stories started to the head, against the criteria of
+    every story whose change was reviewed: run once the stories and final checks would make
+    the PR ready. None with `review: off`, or with no reviewed change (every story passed
+    with nothing to change: a blind reviewer of an empty diff could show no criterion)."""
     cp = ctx.cp
-    if ctx.review is None:
+    start = cp.start_sha or cp.base_sha
+    reviewed = [s for s in cp.stories if s.attempts and s.attempts[-1].review is not None]
+    if ctx.review is None or not reviewed or cp.head_sha == start:
         return None
     subject = ReviewSubject(
         label=WHOLE_LABEL,
         title="the whole requirement",
-        base=cp.start_sha or cp.base_sha,
+        base=start,
         head=cp.head_sha,
-        criteria=[c for s in cp.stories for c in s.acceptance_criteria],
+        criteria=[c for s in reviewed for c in s.acceptance_criteria],
         requirement=ctx.spec.requirement.text,
         source=ctx.spec.requirement.source,
         hidden_texts=_plan_texts(cp.stories),

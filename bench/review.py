@@ -68,7 +68,7 @@ USAGE = Usage(input_tokens=3000, output_tokens=300)  # every scripted turn, impl
 
 @dataclass
 class CallTimer(NullReporter):
-    """Each agent call's own seconds, by label: the story's iteration or a review call."""
+    """Each story agent call's own seconds, by label (its iteration)."""
 
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -208,14 +208,12 @@ def measure(result: RunResult, timer: CallTimer, run_dir: Path) -> Measure:
     review = attempt.review
     assert review is not None and result.review is not None
     label = str(attempt.iteration)
-    story_review = [k for k in timer.seconds if k.startswith("review-US-001")]
-    whole = [k for k in timer.seconds if k.startswith("review-requirement")]
-    prompts = [run_dir / f"{k}.prompt.md" for k in story_review]
+    prompts = list(run_dir.glob("review-US-001.*.prompt.md"))
     implement = read_result(run_dir / f"iteration-{label}.log", 0)
     return Measure(
         implement_s=timer.seconds[label],
-        review_s=sum(timer.seconds[k] for k in story_review),
-        whole_s=sum(timer.seconds[k] for k in whole),
+        review_s=review.duration_s,  # its calls' own seconds, as the agent's are timed
+        whole_s=result.review.duration_s,
         implement_prompt=len((run_dir / f"iteration-{label}.prompt.md").read_text()),
         review_prompts=sum(len(p.read_text()) for p in prompts),
         implement_usd=attempt.cost_usd,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tarfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,6 @@ class ReviewDesk:
     root: Path
     folder: RunFolder
     cancel: threading.Event
-    on_call: Callable[[str, AgentOutcome], None] = lambda label, outcome: None
 
     @property
     def handoff(self) -> Path:
@@ -267,7 +266,6 @@ def _call(
     )
     outcome = desk.agent.runner.run(call, cancel=desk.cancel)
     tally.add(outcome)
-    desk.on_call(name, outcome)
     return outcome
 
 

@@ -7,7 +7,6 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from worker.agents.base import AgentOutcome
 from worker.model.review import ReviewRecord
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord
 from worker.review.triangular import ReviewAgent, ReviewDesk, ReviewSubject, review
@@ -93,10 +92,6 @@ def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewR
     shutil.rmtree(root, ignore_errors=True)  # what a killed run left
     root.mkdir(parents=True)
 
-    def reported(label: str, outcome: AgentOutcome) -> None:
-        ended = "timed out" if outcome.timed_out else f"exit {outcome.exit_code}"
-        ctx.reporter.agent_finished(label, outcome.duration_s, ended)
-
     desk = ReviewDesk(
         agent=agent,
         sandbox=ctx.spec.sandbox,
@@ -104,7 +99,6 @@ def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewR
         root=root,
         folder=ctx.folder,
         cancel=ctx.cancel,
-        on_call=reported,
     )
     try:
         found = review(desk, subject)

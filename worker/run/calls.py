@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import replace
 
 from worker.agents.base import AgentCall, AgentOutcome
@@ -49,8 +50,18 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
     return outcome
 
 
-def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateResult]:
-    """The gates on the worktree as it is; what they wrote is dropped after."""
+def run_gates_on(
+    ctx: RunContext, label: str, *, fail_fast: bool, only: Collection[str] | None = None
+) -> list[GateResult]:
+    """The gates on the worktree as it is; what they wrote is dropped after.
+
+    Each gate reports per test through a reporter the worker adds (verdict/runners.py),
+    cross-checked (GateResult.disagreements). With `only` (test ids, as results name them),
+    just the gates that run tests run, and a runner that can select tests runs only those:
+    pytest (reqdrive's plugin deselects the others) and go (`-run` on their top-level
+    names, in every package the command tests); vitest, jest, node and others run whole.
+    A gate whose runner selected them says so in `selected`; an id in `only` missing from
+    its `tests` did not run (no such test, or it was not collected)."""
     if not ctx.gates:
         return []
     ctx.reporter.gates_started(label, ctx.gates)
@@ -68,6 +79,7 @@ def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateRe
         sandbox=_gate_sandbox(ctx),
         homes=ctx.places.gate_home,
         limits=ctx.spec.limits,
+        only=only,
     )
     ctx.reporter.gates_finished(label, results, time.monotonic() - started)
     sweep_leftovers(ctx)

@@ -257,6 +257,15 @@ def reference_gates(
     return max(kept, key=lambda a: a.iteration).gates
 
 
+def untrusted(gates: Sequence[GateResult]) -> str:
+    """Why these gates' results cannot make anything "passed" or ready, or "": the worker's
+    collectors disagree (needs review), or a gate that runs tests gave no per-test results
+    (unverified, with the configuration that would give them)."""
+    said = [f"gate {g.name}: {'; '.join(g.disagreements)}" for g in gates if g.disagreements]
+    said += [g.no_results for g in gates if g.no_results and not g.disagreements]
+    return "; ".join(said)
+
+
 def fail_fast_on(baseline: Sequence[GateResult]) -> bool:
     """Stop at the first failing gate? Not on a failing baseline, where every gate's result
     is needed to compare failures one by one."""
@@ -314,7 +323,7 @@ def readiness(
         return False, "the run was cancelled"
     if stop is StopReason.SUPERSEDED:
         return False, "the requirement was edited, so it runs again on the new text"
-    open_stories = [s for s in stories if s.state not in (StoryState.PASSED, StoryState.UNVERIFIED)]
+    open_stories = [s for s in stories if s.state is not StoryState.PASSED]
     if open_stories:
         listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)
         return False, f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
@@ -324,6 +333,9 @@ def readiness(
     missing = [name for name in expected_gates if name not in ran]
     if missing:
         return False, f"the final checks did not run: {', '.join(missing)}"
+    distrust = untrusted(final)
+    if distrust:
+        return False, f"the final checks' results cannot be trusted: {distrust}"
     debt = base_debt(baseline, final)
     failing = [failing_gate(g, baseline) for g in final if not g.passed and g.name not in debt]
     if failing:

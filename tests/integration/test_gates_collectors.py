@@ -162,6 +162,8 @@ def test_a_conftest_that_unplugs_the_plugin_leaves_results_that_disagree(repo: P
         "pytest's JUnit report and reqdrive's plugin differ on: tests.test_sample.TestGroup::"
         "test_member, tests.test_sample::test_broken, tests.test_sample::test_expected_to_fail, "
         "tests.test_sample::test_ok, tests.test_sample::test_param[1] and 1 more",
+        "pytest's summary in the log says 1 failed and 4 passed; the results say 0 failed and "
+        "0 passed",
     ]
 
 
@@ -318,3 +320,50 @@ def test_go_test_reports_per_test_through_json_and_only_runs_what_is_asked(
     assert green.disagreements == [
         "the command exited 0, though tests failed: example.com/calc::TestBreaks"
     ]
+
+
+FORGE_EVERYTHING = """
+import atexit, json, os, re
+
+def _forge():
+    # Every report the worker reads, made green, and a green exit.
+    results = os.environ["REQDRIVE_RESULTS"]
+    records = [json.loads(line) for line in open(results)]
+    with open(results, "w") as out:
+        for record in records:
+            if record.get("outcome") == "failed":
+                record["outcome"] = "passed"
+            if record.get("event") == "finish":
+                record["exitstatus"] = 0
+            out.write(json.dumps(record) + "\\n")
+    for word in os.environ.get("PYTEST_ADDOPTS", "").split():
+        if word.startswith("--junitxml="):
+            path = word.split("=", 1)[1]
+            text = re.sub(r"<failure.*?</failure>", "", open(path).read(), flags=re.S)
+            open(path, "w").write(text)
+    os._exit(0)
+
+atexit.register(_forge)
+"""
+
+
+def test_a_process_that_forges_every_report_is_caught_by_the_summary_it_printed(
+    repo: Path,
+) -> None:
+    (repo / "tests" / "test_zz_forge.py").write_text(FORGE_EVERYTHING)
+    result = run(repo, gate(PYTEST))
+    assert result.passed and TestStatus.FAILED not in (result.tests or {}).values()
+    assert result.disagreements == [
+        "pytest's summary in the log says 1 failed and 4 passed; the results say 0 failed and "
+        "5 passed"
+    ]
+
+
+def test_a_forged_summary_line_is_one_line_too_many(repo: Path) -> None:
+    (repo / "tests" / "test_zz_forge.py").write_text(
+        FORGE_EVERYTHING.replace(
+            "    os._exit(0)", "    print('5 passed in 0.01s', flush=True); os._exit(0)"
+        )
+    )
+    result = run(repo, gate(PYTEST))
+    assert result.disagreements == ["the log holds 2 summary lines of pytest for 1 run(s)"]

@@ -214,20 +214,31 @@ def done(story_id: str, state: StoryState) -> StoryRecord:
             StopReason.ALL_STORIES_PASSED,
             (True, None),
         ),
-        # Unverified stories are fine once the final check is green.
+        # An unverified story never makes the run ready, even with a green final check.
         (
             [StoryState.UNVERIFIED],
             [record("tests", True)],
             ["tests"],
             StopReason.STORIES_SETTLED,
-            (True, None),
+            (False, "1 of 1 stories did not pass: US-1 (unverified)"),
+        ),
+        # Nor do final checks whose results the worker's collectors disagree on.
+        (
+            [StoryState.PASSED],
+            [record("tests", True).model_copy(update={"disagreements": ["exit 0 with x failed"]})],
+            ["tests"],
+            StopReason.ALL_STORIES_PASSED,
+            (
+                False,
+                "the final checks' results cannot be trusted: gate tests: exit 0 with x failed",
+            ),
         ),
         (
-            [StoryState.UNVERIFIED],
-            [record("tests", False, None)],
+            [StoryState.PASSED],
+            [record("tests", True).model_copy(update={"no_results": "gate tests gives none"})],
             ["tests"],
-            StopReason.STORIES_SETTLED,
-            (False, "the final checks fail on the branch: tests"),
+            StopReason.ALL_STORIES_PASSED,
+            (False, "the final checks' results cannot be trusted: gate tests gives none"),
         ),
         (
             [StoryState.PASSED, StoryState.PENDING],

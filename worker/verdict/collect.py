@@ -22,6 +22,7 @@ from worker.verdict.junit_report import (
 from worker.verdict.junit_stream import report_too_large
 from worker.verdict.pytest_results import read_plugin_results
 from worker.verdict.runners import JSON_FILE, JUNIT_FILE, PLUGIN_FILE
+from worker.verdict.summary_lines import summary_disagreements
 
 # The gate's name for the repository's test command: it runs tests whatever its runner.
 TESTS_GATE = "tests"
@@ -66,6 +67,7 @@ def collect(
         found = _junit(spec, places, redactor, limits)
     if found.tests is not None:
         found.disagreements += exit_disagreements(found, exit_code)
+        found.disagreements += summary_disagreements(found, places.log, found.runner or runner)
         found.failures = _cut_failures(found.failures, redactor)
     return found
 
@@ -97,6 +99,7 @@ def _pytest(
     found.runner_failed = any(status == 1 for status in plugin.finished)
     found.disagreements = pytest_disagreements(plugin, junit.tests, exit_code)
     found.selecting = True
+    found.sessions, found.runner = plugin.started, Runner.PYTEST
     return found
 
 

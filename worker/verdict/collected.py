@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from worker.model.gates import FailureSite, TestStatus
+from worker.model.gates import FailureSite, Runner, TestStatus
 
 
 @dataclass
@@ -25,6 +25,8 @@ class Collected:
     runner_failed: bool | None = None
     # Each status as often as the runner listed it, before ids that repeat were merged.
     listed: Counter[TestStatus] = field(default_factory=Counter)
+    runner: Runner | None = None  # the runner that wrote them, when the gate did not name it
+    sessions: int = 1  # runs of the runner the results cover (pytest: its sessions)
     selecting: bool = False  # from a runner that ran only the ids asked for (`only`)
 
     @classmethod

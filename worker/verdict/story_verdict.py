@@ -91,6 +91,8 @@ def distrusted(verdict: StoryVerdict, results: Sequence[GateResult]) -> StoryVer
         return replace(verdict, outcome=AttemptOutcome.NEEDS_REVIEW, reason=why)
     if unverified and verdict.outcome in (AttemptOutcome.PASSED, AttemptOutcome.NOTHING_TO_CHANGE):
         return replace(verdict, outcome=AttemptOutcome.UNVERIFIED, reason="; ".join(unverified))
+    if unverified and verdict.outcome is AttemptOutcome.UNVERIFIED:
+        return replace(verdict, reason="; ".join([verdict.reason, *unverified]))
     return verdict
 
 

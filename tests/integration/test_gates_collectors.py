@@ -104,6 +104,18 @@ def test_pytest_results_come_from_the_plugin_and_agree_with_its_junit(repo: Path
     assert "assert 1 == 2" in result.failures["tests.test_sample::test_broken"]
 
 
+def test_ids_follow_the_repository_s_junit_prefix_as_its_report_does(repo: Path) -> None:
+    (repo / "pytest.ini").write_text("[pytest]\naddopts = --junit-prefix=suite\n")
+    result = run(repo, gate(PYTEST))
+    assert result.disagreements == [] and result.tests is not None
+    assert result.tests["suite.tests.test_sample::test_ok"] is TestStatus.PASSED
+    # A file that cannot be imported stops the session before any test runs.
+    (repo / "tests" / "test_broken_import.py").write_text("import no_such_module\n")
+    broken = run(repo, gate(PYTEST))
+    assert broken.disagreements == []
+    assert broken.tests == {"suite::tests.test_broken_import": TestStatus.FAILED}
+
+
 def test_only_runs_the_ids_asked_for_and_says_which(repo: Path) -> None:
     only = ["tests.test_sample::test_ok", "tests.test_sample.TestGroup::test_member", "gone"]
     result = run(repo, gate(PYTEST), only=only)

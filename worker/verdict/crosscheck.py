@@ -41,9 +41,9 @@ def pytest_disagreements(
     junit: Mapping[str, TestStatus] | None,
     exit_code: int | None,
 ) -> list[str]:
-    """reqdrive's plugin against itself, pytest's JUnit report and the exit code: every test
-    collected has a result and every result was collected, every session that started
-    finished, and one session's JUnit report says what the plugin saw."""
+    """reqdrive's plugin against itself, pytest's JUnit report and the exit code: on a green
+    exit every test collected has a result; every result was collected; every session that
+    started finished; and one session's JUnit report says what the plugin saw."""
     said = []
     if exit_code is not None and plugin.started != len(plugin.finished):
         said.append(
@@ -51,7 +51,8 @@ def pytest_disagreements(
             "(a process that exits from inside a test leaves no report to trust)"
         )
     ran = set(plugin.tests) - set(plugin.collect_reports)
-    if plugin.collected - ran:
+    # A session stopped early (-x, a collection error) leaves tests unreported, and fails.
+    if exit_code == 0 and plugin.collected - ran:
         said.append(f"collected but never reported: {few(plugin.collected - ran)}")
     if ran - plugin.collected:
         said.append(f"reported but never collected: {few(ran - plugin.collected)}")

@@ -25,6 +25,7 @@ LONGREPR_CHARS = 8000  # of one failure's text
 
 _stream: list[IO[str]] = []  # the results file, open for the session (the controller's only)
 _only: list[set[str]] = []  # the ids to keep, when the worker names them
+_prefix: list[str] = []  # the repository's --junit-prefix, which pytest's report puts first
 
 
 def junit_id(nodeid: str) -> str:
@@ -34,7 +35,8 @@ def junit_id(nodeid: str) -> str:
     names = path.split("::")
     names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
     names[-1] += bracket + params
-    return ".".join(names[:-1]) + "::" + names[-1] if len(names) > 1 else names[-1]
+    classnames = [*_prefix, *names[:-1]]
+    return ".".join(classnames) + "::" + names[-1] if classnames else names[-1]
 
 
 def _write(record: dict[str, Any]) -> None:
@@ -44,6 +46,9 @@ def _write(record: dict[str, Any]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    prefix = getattr(config.option, "junitprefix", None)  # --junit-prefix
+    if prefix and not _prefix:
+        _prefix.append(str(prefix))
     only = os.environ.get(ONLY_VAR)
     if only and not _only:
         with open(only, encoding="utf-8") as listed:

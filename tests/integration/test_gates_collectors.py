@@ -14,7 +14,8 @@ from tests.support.js_runners import install_runner
 from worker.confine.redact import Redactor
 from worker.model.gates import GateResult, GateSpec, Runner, TestStatus
 from worker.verdict.gates import run_gate, run_gates
-from worker.verdict.runners import detect_runner
+from worker.confine.sandbox import Sandbox
+from worker.verdict.runners import PLUGIN_DIR, detect_runner
 
 PYTHON_BIN = str(Path(sys.executable).parent)
 ENV = {"PATH": f"{PYTHON_BIN}:{os.environ['PATH']}", "LANG": "C.UTF-8"}
@@ -379,3 +380,24 @@ def test_a_forged_summary_line_is_one_line_too_many(repo: Path) -> None:
     )
     result = run(repo, gate(PYTEST))
     assert result.disagreements == ["the log holds 2 summary lines of pytest for 1 run(s)"]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_in_the_sandbox_the_plugin_is_read_only_and_its_results_come_back(
+    repo: Path, sandbox: Sandbox
+) -> None:
+    home = repo.parent / "home"
+    (home / "tmp").mkdir(parents=True)
+    plugin = PLUGIN_DIR / "reqdrive_results.py"
+    result = run_gate(
+        gate(f"{PYTEST}; rc=$?; echo '# planted' >> {plugin}; echo wrote=$?; exit $rc"),
+        cwd=repo,
+        env={**ENV, "HOME": str(home), "TMPDIR": str(home / "tmp")},
+        output_dir=repo.parent / "out",
+        label="iteration-1",
+        redactor=Redactor(),
+        sandbox=sandbox.bind(writable=[repo, home]),
+    )
+    assert result.tests is not None and len(result.tests) == 6
+    assert result.disagreements == []
+    assert "wrote=1" in result.output_tail and "# planted" not in plugin.read_text()

@@ -12,9 +12,9 @@ import pytest
 
 from tests.support.js_runners import install_runner
 from worker.confine.redact import Redactor
+from worker.confine.sandbox import Sandbox
 from worker.model.gates import GateResult, GateSpec, Runner, TestStatus
 from worker.verdict.gates import run_gate, run_gates
-from worker.confine.sandbox import Sandbox
 from worker.verdict.runners import PLUGIN_DIR, detect_runner
 
 PYTHON_BIN = str(Path(sys.executable).parent)

@@ -73,3 +73,9 @@ def test_the_hint_for_a_script_names_the_runner_of_package_json(tmp_path: Path) 
     )
     cargo = hint(Runner.CARGO, spec("cargo test"), tmp_path)
     assert "cargo nextest run --profile ci" in cargo
+
+
+def test_a_gate_that_names_its_own_report_keeps_its_command() -> None:
+    command = "npx vitest run --reporter=junit --outputFile=reqdrive-junit.xml"
+    gate = spec(command, junit="reqdrive-junit.xml")
+    assert reporter_setup(gate, runner_of(gate), FOLDER, None, {}).command == command

@@ -59,11 +59,11 @@ def collect(
     if runner is Runner.GO:
         found = read_go_events(places.log, limits)
         found.selecting = found.tests is not None
-    elif runner in (Runner.JEST, Runner.VITEST):
+    elif runner in (Runner.JEST, Runner.VITEST) and spec.junit is False:
         found = read_js_report(_copy(places, JSON_FILE, "json", redactor), places.cwd, limits)
     elif runner in (Runner.PYTEST, None):
         found = _pytest(spec, runner, places, exit_code, redactor, limits)
-    else:  # node's JUnit, and cargo's only through a report the gate names
+    else:  # node's JUnit, a report the gate names (`junit:`), cargo's only that way
         found = _junit(spec, places, redactor, limits)
     if found.tests is not None:
         found.disagreements += exit_disagreements(found, exit_code)

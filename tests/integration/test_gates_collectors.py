@@ -159,8 +159,27 @@ def test_a_green_exit_with_failed_tests_disagrees(repo: Path) -> None:
 def test_pytest_without_the_plugin_disagrees(repo: Path) -> None:
     result = run(repo, gate(f"{PYTEST} -p no:reqdrive_results"))
     assert result.disagreements == [
-        "pytest ran without reqdrive's plugin (disabled by the repository's options?)"
+        "pytest ran without reqdrive's plugin (disabled, or PYTHONPATH replaced where reqdrive "
+        "could not add to it: append to PYTHONPATH instead)"
     ]
+
+
+def test_a_pythonpath_the_command_sets_keeps_the_plugin(repo: Path) -> None:
+    # As `reqdrive init` writes for a src/ layout.
+    result = run(repo, gate(f"PYTHONPATH=src {PYTEST}"))
+    assert result.disagreements == [] and result.tests is not None
+
+
+def test_a_script_that_replaces_pythonpath_runs_again_without_the_plugin(repo: Path) -> None:
+    (repo / "run.sh").write_text(f"export PYTHONPATH=src\n{PYTEST}\n")
+    result = run(repo, gate("bash run.sh", runner="pytest"))
+    assert result.tests is not None and len(result.tests) == 6
+    assert 'Error importing plugin "reqdrive_results"' not in result.output_tail
+    assert [d.split(" (")[0] for d in result.disagreements] == [
+        "pytest ran without reqdrive's plugin"
+    ]
+    script = run(repo, gate("bash run.sh"))  # no runner named: JUnit alone, as before
+    assert script.tests is not None and script.disagreements == []
 
 
 def test_a_conftest_that_unplugs_the_plugin_leaves_results_that_disagree(repo: Path) -> None:

@@ -89,7 +89,8 @@ def _pytest(
     if plugin is None:
         if runner is Runner.PYTEST and junit.tests is not None:
             junit.disagreements.append(
-                "pytest ran without reqdrive's plugin (disabled by the repository's options?)"
+                "pytest ran without reqdrive's plugin (disabled, or PYTHONPATH replaced where "
+                "reqdrive could not add to it: append to PYTHONPATH instead)"
             )
         return junit
     if plugin.problem:

@@ -12,13 +12,20 @@ from pathlib import Path
 
 from worker.confine.gate_homes import own_home, results_folder
 from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
-from worker.confine.processes import run_process
+from worker.confine.processes import ProcessOutcome, run_process
 from worker.confine.redact import Redactor
 from worker.confine.safe_paths import LinkError, unlink_under
 from worker.confine.sandbox import Sandbox
 from worker.model.gates import UNSAFE_NAME_RE, GateResult, GateSpec
 from worker.verdict.collect import Places, collect, runs_tests
-from worker.verdict.runners import JUNIT_FILE, hint, reporter_setup, runner_of
+from worker.verdict.runners import (
+    JUNIT_FILE,
+    PLUGIN_UNLOADED,
+    ReporterSetup,
+    hint,
+    reporter_setup,
+    runner_of,
+)
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"  # where a gate with `junit: true` writes its report
 # What a gate sees of the worker's environment: enough to find its tools, never a
@@ -137,26 +144,34 @@ def run_gate(
     With `only`, a runner that can select tests runs just those ids."""
     stem = f"{label}.{UNSAFE_NAME_RE.sub('_', spec.name)}"
     log_path = output_dir / f"{stem}.log"
-    log_path.unlink(missing_ok=True)  # run_process appends; a re-run replaces the old log
     runner = runner_of(spec)
     if isinstance(spec.junit, str):
         # A report the agent committed must never stand in for this run's results.
         _drop_stale(cwd, spec.junit)
     with results_folder() as folder:
         setup = reporter_setup(spec, runner, folder, only, env)
-        gate_env = {**env, **setup.env}
+        gate_env = dict(env)
         if spec.junit is True:
             gate_env[JUNIT_VAR] = str(folder / JUNIT_FILE)
-        process = run_process(
-            ["bash", "-c", setup.command],
-            cwd=cwd,
-            env=gate_env,
-            timeout_s=spec.timeout_s,
-            log_path=log_path,
-            redactor=redactor,
-            cancel=cancel,
-            sandbox=sandbox and sandbox.bind(writable=[folder], readonly=setup.readonly),
-        )
+
+        def launch(setup: ReporterSetup) -> ProcessOutcome:
+            log_path.unlink(missing_ok=True)  # run_process appends; a re-run replaces the log
+            return run_process(
+                ["bash", "-c", setup.command],
+                cwd=cwd,
+                env={**gate_env, **setup.env},
+                timeout_s=spec.timeout_s,
+                log_path=log_path,
+                redactor=redactor,
+                cancel=cancel,
+                sandbox=sandbox and sandbox.bind(writable=[folder], readonly=setup.readonly),
+            )
+
+        process = launch(setup)
+        if setup.plugin and PLUGIN_UNLOADED in process.output_tail:
+            # The command set PYTHONPATH where the worker could not see it (a script): run
+            # again with pytest's JUnit report alone; the results say the plugin was missing.
+            process = launch(setup.without_plugin(spec))
         places = Places(cwd=cwd, folder=folder, log=log_path, output_dir=output_dir, stem=stem)
         found = collect(spec, runner, places, process.exit_code, redactor, limits)
     output = process.output_tail

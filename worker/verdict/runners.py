@@ -65,6 +65,12 @@ ADDED = {
     Runner.JEST: "reqdrive adds --json --outputFile",
     Runner.NODE: "reqdrive adds --test-reporter=junit",
 }
+# A PYTHONPATH the command sets itself (`PYTHONPATH=src pytest`, as `reqdrive init` writes
+# for a src/ layout) replaces the gate's: the plugin's folder is appended to it.
+PYTHONPATH_RE = re.compile(r"(?<![\w$])PYTHONPATH=(?P<value>\"[^\"]*\"|'[^']*'|[^\s;&|)]*)")
+# What pytest says when the plugin's folder is not on its path after all (a script that sets
+# PYTHONPATH): the gate then runs again without the plugin.
+PLUGIN_UNLOADED = f'Error importing plugin "{PLUGIN_MODULE}"'
 PACKAGE_JSON_CHARS = 1_000_000  # of package.json, read only to name the runner in a hint
 SCRIPT_RUNNERS = (Runner.VITEST, Runner.JEST, Runner.NODE)
 
@@ -91,6 +97,17 @@ class ReporterSetup:
     env: dict[str, str] = field(default_factory=dict)
     readonly: tuple[Path, ...] = ()
 
+    @property
+    def plugin(self) -> bool:
+        """Whether pytest is asked to load reqdrive's plugin."""
+        return PLUGIN_MODULE in self.env.get("PYTEST_ADDOPTS", "")
+
+    def without_plugin(self, spec: GateSpec) -> ReporterSetup:
+        """The same run with pytest's own JUnit report alone, as the command was written."""
+        env = {k: v for k, v in self.env.items() if k not in ("PYTHONPATH", RESULTS_VAR)}
+        env["PYTEST_ADDOPTS"] = env["PYTEST_ADDOPTS"].replace(f"-p {PLUGIN_MODULE} ", "")
+        return ReporterSetup(spec.command, env)
+
 
 def reporter_setup(
     spec: GateSpec,
@@ -115,6 +132,7 @@ def reporter_setup(
         if only is not None:
             (folder / "only.txt").write_text("".join(f"{t}\n" for t in sorted(only)))
             added[ONLY_VAR] = str(folder / "only.txt")
+        command = PYTHONPATH_RE.sub(lambda m: f"PYTHONPATH={m['value']}:{PLUGIN_DIR}", command)
         return ReporterSetup(command, added, (PLUGIN_DIR,))
     if runner is Runner.GO:
         goflags = " ".join(f for f in (env.get("GOFLAGS", ""), "-json", _go_run(only)) if f)

@@ -348,6 +348,14 @@ def test_go_test_reports_per_test_through_json_and_only_runs_what_is_asked(
     only = run(repo, gate("go test ./..."), env=env, only=["example.com/calc::TestAdds"])
     assert only.tests == {"example.com/calc::TestAdds": TestStatus.PASSED}
     assert only.passed and only.selected == ["example.com/calc::TestAdds"]
+    (repo / "broken").mkdir()
+    (repo / "broken" / "broken_test.go").write_text(
+        'package broken\n\nimport "testing"\n\nfunc TestX(t *testing.T) { nothing() }\n'
+    )
+    built = run(repo, gate("go test ./..."), env=env)
+    assert built.tests is not None
+    assert built.tests["example.com/calc/broken"] is TestStatus.FAILED
+    (repo / "broken" / "broken_test.go").unlink()
     green = run(repo, gate("go test ./... || true"), env=env)
     assert green.disagreements == [
         "the command exited 0, though tests failed: example.com/calc::TestBreaks"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from worker.confine.limits import MIB, ResourceLimits
@@ -11,6 +12,7 @@ from worker.verdict.collected import Collected
 
 LINE_CHARS = 256 * 1024  # of one log line; test2json's lines are far shorter
 OUTPUT_CHARS = 16_000  # of one failed test's output
+BUILD_FAILED_RE = re.compile(r"^FAIL\s+(?P<package>\S+) \[(?:build|setup) failed\]")
 ENDS = {"pass": TestStatus.PASSED, "fail": TestStatus.FAILED, "skip": TestStatus.SKIPPED}
 
 
@@ -34,6 +36,10 @@ def read_go_events(log: Path, limits: ResourceLimits) -> Collected:
     with log.open(encoding="utf-8", errors="replace") as stream:
         for line in iter(lambda: stream.readline(LINE_CHARS), ""):
             event = _event(line)
+            unbuilt = BUILD_FAILED_RE.match(line)
+            if unbuilt:  # before go 1.24, a package that does not build sends no event
+                seen_any = True
+                failed_packages.append(unbuilt["package"])
             if event is None:
                 continue
             seen_any = True

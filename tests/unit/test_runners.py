@@ -79,3 +79,13 @@ def test_a_gate_that_names_its_own_report_keeps_its_command() -> None:
     command = "npx vitest run --reporter=junit --outputFile=reqdrive-junit.xml"
     gate = spec(command, junit="reqdrive-junit.xml")
     assert reporter_setup(gate, runner_of(gate), FOLDER, None, {}).command == command
+
+
+def test_jest_is_given_the_files_and_names_asked_for() -> None:
+    gate = spec("npx jest --ci")
+    only = ["src/a.test.js::sum > adds (1+2)", "src/b.test.js::b works"]
+    command = reporter_setup(gate, Runner.JEST, FOLDER, only, {}).command
+    assert command == (
+        f"npx jest --json --outputFile={FOLDER}/report.json 'src\\/a\\.test\\.js' "
+        "'src\\/b\\.test\\.js' -t '^(b works|sum adds \\(1\\+2\\))$' --ci"
+    )

@@ -58,8 +58,9 @@ def run_gates_on(
     Each gate reports per test through a reporter the worker adds (verdict/runners.py),
     cross-checked (GateResult.disagreements). With `only` (test ids, as results name them),
     just the gates that run tests run, and a runner that can select tests runs only those:
-    pytest (reqdrive's plugin deselects the others) and go (`-run` on their top-level
-    names, in every package the command tests); vitest, jest, node and others run whole.
+    pytest (reqdrive's plugin deselects the others), go (`-run` on their top-level names,
+    in every package the command tests) and jest (their files and a `-t` name pattern);
+    vitest, node and others run whole.
     A gate whose runner selected them says so in `selected`; an id in `only` missing from
     its `tests` did not run (no such test, or it was not collected)."""
     if not ctx.gates:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,7 @@ def collect(
     exit_code: int | None,
     redactor: Redactor,
     limits: ResourceLimits,
+    only: Collection[str] | None = None,
 ) -> Collected:
     """What the gate's tests did, read only from copies of the reports (never through a link
     the gate made), redacted before they are read, and where the reports disagree."""
@@ -61,6 +63,10 @@ def collect(
         found.selecting = found.tests is not None
     elif runner in (Runner.JEST, Runner.VITEST) and spec.junit is False:
         found = read_js_report(_copy(places, JSON_FILE, "json", redactor), places.cwd, limits)
+        if runner is Runner.JEST and only is not None and found.tests is not None:
+            # jest reports the tests its name pattern left out as pending: not run here.
+            found.tests = {t: s for t, s in found.tests.items() if t in only}
+            found.selecting = True
     elif runner in (Runner.PYTEST, None):
         found = _pytest(spec, runner, places, exit_code, redactor, limits)
     else:  # node's JUnit, a report the gate names (`junit:`), cargo's only that way

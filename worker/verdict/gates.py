@@ -173,7 +173,7 @@ def run_gate(
             # again with pytest's JUnit report alone; the results say the plugin was missing.
             process = launch(setup.without_plugin(spec))
         places = Places(cwd=cwd, folder=folder, log=log_path, output_dir=output_dir, stem=stem)
-        found = collect(spec, runner, places, process.exit_code, redactor, limits)
+        found = collect(spec, runner, places, process.exit_code, redactor, limits, only)
     output = process.output_tail
     # Asked for, its absence is worth saying; and a report refused as too large always is.
     if found.problem and (spec.junit is not False or "too large" in found.problem):

@@ -71,6 +71,7 @@ PYTHONPATH_RE = re.compile(r"(?<![\w$])PYTHONPATH=(?P<value>\"[^\"]*\"|'[^']*'|[
 # What pytest says when the plugin's folder is not on its path after all (a script that sets
 # PYTHONPATH): the gate then runs again without the plugin.
 PLUGIN_UNLOADED = f'Error importing plugin "{PLUGIN_MODULE}"'
+JS_REGEX_RE = re.compile(r"[.*+?^${}()|\[\]\\/]")  # characters a JS regex gives a meaning
 PACKAGE_JSON_CHARS = 1_000_000  # of package.json, read only to name the runner in a hint
 SCRIPT_RUNNERS = (Runner.VITEST, Runner.JEST, Runner.NODE)
 
@@ -147,11 +148,26 @@ def reporter_setup(
     }
     # A gate that names its own report (`junit:`) keeps its command as it is.
     flags = reporters.get(runner) if runner is not None and spec.junit is False else None
+    if flags is not None and runner is Runner.JEST and only is not None:
+        flags += _jest_selection(only)
     if flags is not None and runner in INSERT_AFTER_RE:
         place = INSERT_AFTER_RE[runner].search(command)
         if place is not None:
             command = f"{command[: place.end()]} {flags}{command[place.end() :]}"
     return ReporterSetup(command)
+
+
+def _jest_selection(only: Collection[str]) -> str:
+    """jest's test files and a name pattern for the ids asked for ("file::describe > name"):
+    jest matches `-t` against the describe titles and the name joined by spaces, and marks
+    the tests it leaves out as pending (collect.py keeps only the ids asked for)."""
+    files = sorted({t.partition("::")[0] for t in only})
+    names = sorted({t.partition("::")[2].replace(" > ", " ") for t in only})
+    selection = " ".join(shlex.quote(JS_REGEX_RE.sub(r"\\\g<0>", f)) for f in files)
+    if all(names):  # an id without a name is a whole file (one that failed to load)
+        pattern = "^(" + "|".join(JS_REGEX_RE.sub(r"\\\g<0>", n) for n in names) + ")$"
+        selection += f" -t {shlex.quote(pattern)}"
+    return f" {selection}" if files else ""
 
 
 def _go_run(only: Collection[str] | None) -> str:

@@ -79,6 +79,8 @@ def test_a_gate_that_names_its_own_report_keeps_its_command() -> None:
     command = "npx vitest run --reporter=junit --outputFile=reqdrive-junit.xml"
     gate = spec(command, junit="reqdrive-junit.xml")
     assert reporter_setup(gate, runner_of(gate), FOLDER, None, {}).command == command
+    go = spec("go test -json ./... | go-junit-report > junit.xml", junit="junit.xml")
+    assert reporter_setup(go, runner_of(go), FOLDER, None, {}).env == {}
 
 
 def test_jest_is_given_the_files_and_names_asked_for() -> None:

@@ -58,7 +58,7 @@ def collect(
 ) -> Collected:
     """What the gate's tests did, read only from copies of the reports (never through a link
     the gate made), redacted before they are read, and where the reports disagree."""
-    if runner is Runner.GO:
+    if runner is Runner.GO and spec.junit is False:
         found = read_go_events(places.log, limits)
         found.selecting = found.tests is not None
     elif runner in (Runner.JEST, Runner.VITEST) and spec.junit is False:

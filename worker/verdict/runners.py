@@ -135,7 +135,7 @@ def reporter_setup(
             added[ONLY_VAR] = str(folder / "only.txt")
         command = PYTHONPATH_RE.sub(lambda m: f"PYTHONPATH={m['value']}:{PLUGIN_DIR}", command)
         return ReporterSetup(command, added, (PLUGIN_DIR,))
-    if runner is Runner.GO:
+    if runner is Runner.GO and spec.junit is False:
         goflags = " ".join(f for f in (env.get("GOFLAGS", ""), "-json", _go_run(only)) if f)
         return ReporterSetup(command, {"GOFLAGS": goflags})
     reporters = {

@@ -93,6 +93,11 @@ class TestCheck(BaseModel):
     added: bool = False  # the story wrote it; `at_parent` is its result without the change
     at_parent: str | None = None
     problem: str = ""  # why this test keeps the story from passing; "" when it does not
+    # It passed before and failed with the story, so it ran again alone on both sides: what
+    # those runs gave ("" when it was not re-run), and whether that showed it flaky (its
+    # result flips without the story's change: kept out of the verdict).
+    reruns: str = ""
+    flaky: bool = False
 
 
 class AttemptRecord(BaseModel):

@@ -17,10 +17,13 @@ from worker.model.state import (
 )
 from worker.verdict.base_debt import base_debt, failing_gate
 from worker.verdict.findings import listed, new_findings
+from worker.verdict.flaky import Rerun, RerunFinding
 
 # Attempts whose commit stays on the branch.
 KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)
 MISSING = "missing"  # a test id the run did not report (deleted, deselected, not collected)
+# A test that passed before the story and fails with it: re-run alone before it counts (flaky.py).
+REGRESSION = "fails now; it passed before the story"
 PROBLEMS_SHOWN = 5  # in one attempt's reason; the record lists every test
 FEEDBACK_CHARS = 12_000  # of the next attempt's "why the previous attempt failed"
 
@@ -44,6 +47,15 @@ class Judgement:
     verdict: Verdict
     reason: str
     tests: list[TestCheck] = field(default_factory=list)
+    gate_problems: list[str] = field(default_factory=list)  # failures no test id explains
+
+    def regressions(self) -> list[str]:
+        """Tests that passed before and fail now, when nothing else fails the story: those
+        whose re-runs alone could still turn the verdict (flaky.py); otherwise none."""
+        failing = [c for c in self.tests if c.problem]
+        if self.gate_problems or any(c.problem != REGRESSION for c in failing):
+            return []
+        return [c.id for c in failing]
 
 
 def tests_by_id(gates: Sequence[GateResult]) -> dict[str, TestStatus] | None:
@@ -73,24 +85,41 @@ def judge_story(
     owned: Collection[str] = (),
     at_parent: Mapping[str, str] | None = None,
     rewritten: Collection[str] = (),
+    reruns: Mapping[str, RerunFinding] | None = None,
 ) -> Judgement:
     """Did this attempt pass? Fail-to-pass and pass-to-pass, per test id (as SWE-bench judges
     a patch): every test the story owns passes after it (a test it added must also fail
-    without its change: `at_parent`), and every test that passed before still passes. A
-    rewritten test (`rewritten`) never counts as passing. Without any per-test results the
-    gates are judged whole (`judge`)."""
+    without its change: `at_parent`; skipped or missing counts as failed), and every test
+    that passed before still passes, unless its re-runs alone showed it flaky (`reruns`:
+    kept out). A rewritten test (`rewritten`) never counts as passing. Without any per-test
+    results the gates are judged whole (`judge`)."""
     before, after = tests_by_id(reference), tests_by_id(results)
     if before is None and after is None:
         verdict, reason = judge(reference, results, expected)
         return Judgement(verdict, reason)
-    problems = _gate_problems(reference, results, expected)
+    gate_problems = _gate_problems(reference, results, expected)
     checks = _test_checks(before or {}, after or {}, owned, at_parent or {}, rewritten)
-    problems += [f"{c.id} {c.problem}" for c in checks if c.problem]
+    checks = [_with_reruns(c, (reruns or {}).get(c.id)) for c in checks]
+    problems = gate_problems + [f"{c.id} {c.problem}" for c in checks if c.problem]
     if problems:
         shown = "; ".join(problems[:PROBLEMS_SHOWN])
         more = len(problems) - PROBLEMS_SHOWN
-        return Judgement(Verdict.FAILED, shown + (f"; and {more} more" if more > 0 else ""), checks)
+        why = shown + (f"; and {more} more" if more > 0 else "")
+        return Judgement(Verdict.FAILED, why, checks, gate_problems)
     return Judgement(Verdict.PASSED, "", checks)
+
+
+def _with_reruns(check: TestCheck, found: RerunFinding | None) -> TestCheck:
+    """A failing test that passed before, with what its re-runs alone showed."""
+    if found is None or check.problem != REGRESSION:
+        return check
+    problem = {
+        Rerun.FLAKY: "",
+        Rerun.UNSTABLE: f"{REGRESSION}, and flips only with the story's change",
+        Rerun.BROKEN: f"{REGRESSION} (the same when run again alone)",
+    }[found.rerun]
+    update = {"problem": problem, "reruns": found.said(), "flaky": found.flaky}
+    return check.model_copy(update=update)
 
 
 def _gate_problems(
@@ -169,11 +198,7 @@ def _problem(check: TestCheck, rewritten: bool) -> str:
     if check.after == TestStatus.SKIPPED:
         return "is skipped" if check.before != TestStatus.SKIPPED or check.owned else ""
     if check.after == TestStatus.FAILED:
-        return (
-            "still fails"
-            if check.owned and check.before != TestStatus.PASSED
-            else "fails now; it passed before the story"
-        )
+        return "still fails" if check.owned and check.before != TestStatus.PASSED else REGRESSION
     if check.added and check.at_parent not in (TestStatus.FAILED, MISSING):
         return "passes without the story's change too, so it proves nothing"
     return ""

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from worker.model.gates import TestStatus
+from worker.model.gates import GateResult, TestStatus
+from worker.model.state import AttemptOutcome, StoryRecord
 
 RERUNS = 2  # times each such test runs again alone, on the story's commit and on its parent
+# Attempts whose commit stays on the branch (judging.KEPT, which imports this module).
+KEPT_OUTCOMES = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)
 
 
 class Rerun(StrEnum):
@@ -77,3 +80,22 @@ def judge_reruns(test_ids: Sequence[str], reruns: Reruns) -> dict[str, RerunFind
             rerun = Rerun.BROKEN
         found[test_id] = RerunFinding(test_id, story, parent, rerun)
     return found
+
+
+def flaky_in(stories: Sequence[StoryRecord]) -> dict[str, str]:
+    """Every test a kept attempt of these stories showed flaky, with which story and what its
+    re-runs gave: kept out of the run's verdict too, and named wherever it is shown."""
+    found: dict[str, str] = {}
+    for story in stories:
+        for attempt in story.attempts:
+            if attempt.outcome in KEPT_OUTCOMES:
+                found |= {c.id: f"{story.id}: {c.reruns}" for c in attempt.tests if c.flaky}
+    return found
+
+
+def red_only_by(gate: GateResult, flaky: Collection[str]) -> bool:
+    """Is this gate red only because tests shown flaky failed?"""
+    failed = gate.failed_tests
+    return (
+        not gate.passed and not gate.timed_out and bool(failed) and set(failed or ()) <= set(flaky)
+    )

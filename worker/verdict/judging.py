@@ -17,10 +17,10 @@ from worker.model.state import (
 )
 from worker.verdict.base_debt import base_debt, failing_gate
 from worker.verdict.findings import listed, new_findings
-from worker.verdict.flaky import Rerun, RerunFinding
+from worker.verdict.flaky import KEPT_OUTCOMES, Rerun, RerunFinding, flaky_in, red_only_by
 
 # Attempts whose commit stays on the branch.
-KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)
+KEPT = KEPT_OUTCOMES
 MISSING = "missing"  # a test id the run did not report (deleted, deselected, not collected)
 # A test that passed before the story and fails with it: re-run alone before it counts (flaky.py).
 REGRESSION = "fails now; it passed before the story"
@@ -332,7 +332,8 @@ def readiness(
     baseline: Sequence[GateResult] = (),
 ) -> tuple[bool, str | None]:
     """Ready for review, or a draft and why: every story passed and the final gates are green,
-    but for gates failing on the base too to which the branch adds nothing (base_debt)."""
+    but for gates failing on the base too to which the branch adds nothing (base_debt), and
+    gates red only because tests a story showed flaky failed (flaky.py)."""
     if not expected_gates:
         return False, "no gates are configured, so nothing verified the stories"
     if stop is StopReason.CANCELLED:
@@ -349,8 +350,12 @@ def readiness(
     missing = [name for name in expected_gates if name not in ran]
     if missing:
         return False, f"the final checks did not run: {', '.join(missing)}"
-    debt = base_debt(baseline, final)
-    failing = [failing_gate(g, baseline) for g in final if not g.passed and g.name not in debt]
+    debt, flaky = base_debt(baseline, final), flaky_in(stories)
+    failing = [
+        failing_gate(g, baseline)
+        for g in final
+        if not g.passed and g.name not in debt and not red_only_by(g, flaky)
+    ]
     if failing:
         return False, f"the final checks fail on the branch: {', '.join(failing)}"
     return True, None
@@ -363,10 +368,13 @@ def final_failures(
     failing = tests_by_id(final) or {}
     before = tests_by_id(baseline) or {}
     owner = {t: s for s in stories for t in s.tests}
+    flaky = flaky_in(stories)
     reasons = {}
     for test_id in sorted(t for t, status in failing.items() if status is TestStatus.FAILED):
         story = owner.get(test_id)
-        if story is not None:
+        if test_id in flaky:
+            reasons[test_id] = f"flaky, kept out of the verdict ({flaky[test_id]})"
+        elif story is not None:
             reasons[test_id] = f"{story.id} owns it and ended {story.state}"
         elif before.get(test_id) is TestStatus.FAILED:
             reasons[test_id] = "failed before the run and no story claimed it"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -18,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from worker.git.runner import run_git
 from worker.model.gates import GateResult
 from worker.run.context import RunContext
+from worker.verdict import gates as gates_module
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +29,7 @@ ENTRIES_KEPT = 64  # the oldest beyond these are removed after each save
 # Per-run paths in the gates' environment: the same run elsewhere has others.
 RUN_PATHS = frozenset({"HOME", "TMPDIR"})
 GATES = TypeAdapter(list[GateResult])
+VERDICT_CODE = Path(gates_module.__file__).parent  # worker/verdict: gates and collectors
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ def baseline_key(ctx: RunContext, sha: str) -> str:
     parts = {
         "format": FORMAT,
         "reqdrive": _version(),
+        "collectors": _collectors(),
         "tree": tree,
         "gates": [g.model_dump(mode="json") for g in ctx.gates],
         "config": ctx.config.model_dump(mode="json"),
@@ -113,6 +117,16 @@ class BaselineCache:
         for _, path in sorted(entries, reverse=True)[ENTRIES_KEPT:]:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+@functools.cache
+def _collectors() -> str:
+    """The code that runs the gates and reads their results: a change to it (between two
+    releases, in a checkout) must not reuse results it would collect differently."""
+    digest = hashlib.sha256()
+    for path in sorted(VERDICT_CODE.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def _version() -> str:

@@ -190,3 +190,22 @@ def test_nothing_is_run_again_when_another_failure_fails_the_story_anyway() -> N
     )
     assert verdict.outcome is AttemptOutcome.GATES_FAILED
     assert verdict.reason == "old fails now; it passed before the story; wanted still fails"
+
+
+def test_a_test_the_story_owns_is_never_excused_as_flaky() -> None:
+    # SWE-bench's fail-to-pass tests must pass: a story's own test failing is never re-run
+    # into a pass, even one that passed before it (a plan's claim of a passing test).
+    owns_passing = Evidence(
+        [gate(old=PASSED, wanted=PASSED)],
+        [gate(old=PASSED, wanted=FAILED)],
+        ["tests"],
+        owned={"wanted"},
+    )
+    verdict = decide(
+        owns_passing,
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert verdict.reason == "wanted fails now; it passed before the story"

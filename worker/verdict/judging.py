@@ -51,9 +51,10 @@ class Judgement:
 
     def regressions(self) -> list[str]:
         """Tests that passed before and fail now, when nothing else fails the story: those
-        whose re-runs alone could still turn the verdict (flaky.py); otherwise none."""
+        whose re-runs alone could still turn the verdict (flaky.py); otherwise none. A test
+        the story owns is never among them: its own tests must pass, flaky or not."""
         failing = [c for c in self.tests if c.problem]
-        if self.gate_problems or any(c.problem != REGRESSION for c in failing):
+        if self.gate_problems or any(c.problem != REGRESSION or c.owned for c in failing):
             return []
         return [c.id for c in failing]
 

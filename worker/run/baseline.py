@@ -50,6 +50,7 @@ def _baseline(ctx: RunContext) -> list[GateResult]:
         cp.baseline_cached = f"{key[:12]}, measured by run {cached.measured_by}"
         results = cached.gates
         ctx.folder.write_json("baseline.gates.json", [r.to_json() for r in results])
+        ctx.reporter.gates_finished("baseline.cached", results, 0.0)
     else:
         results = run_gates_on(ctx, "baseline", fail_fast=False)
         if ctx.cancel.is_set():  # stopped gates say nothing about the starting commit

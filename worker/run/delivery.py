@@ -39,6 +39,7 @@ def verify(ctx: RunContext) -> Verification:
     judged = judged_results(ctx.cp, ctx.gates)
     if judged is not None:
         ctx.folder.append_progress(f"verification: the head's results from {judged.reused_from}")
+        ctx.reporter.gates_finished("verification.reused", judged.gates, 0.0)
         return judged
     ctx.git.restore(ctx.cp.head_sha)
     return Verification(run_gates_on(ctx, "verification", fail_fast=False))

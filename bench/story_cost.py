@@ -147,6 +147,9 @@ def one_run(project: Project, name: str, stories: int) -> dict[str, Any]:
     return {
         "wall_s": wall,
         "rounds": len(ran),
+        # Of those, the fail-to-pass proofs on a story's parent: pytest stops at the
+        # collection error of a test module importing what only the story adds.
+        "parent_rounds": sum(1 for p in ran if p.name.endswith(".parent.gates.json")),
         "gate_s": gate_s,
         "baseline_cached": cached,
         "final_reused": summary.get("gates_reused_from"),
@@ -176,13 +179,13 @@ def main() -> int:
     load = os.getloadavg()[0]
     times = ", ".join(f"{h:.2f}" for h in hand)
     print(f"{PROJECT} {VERSION} by hand: median {reference:.2f} s ({times}); load {load:.1f}")
-    print("| run | stories | suite rounds | wall s | in gates s | wall / by hand | target |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| run | gate runs (parent proofs) | wall s | in gates s | wall / by hand | target |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
     for label, stories, row in rows:
         target = stories + (0.1 if "cached" in label else 1.1)  # the targets
         print(
-            f"| {label} | {stories} | {row['rounds']} | {row['wall_s']:.1f} | {row['gate_s']:.1f} "
-            f"| {row['wall_s'] / reference:.2f} | ≤ {target:.1f} |"
+            f"| {label} | {row['rounds']} ({row['parent_rounds']}) | {row['wall_s']:.1f} "
+            f"| {row['gate_s']:.1f} | {row['wall_s'] / reference:.2f} | ≤ {target:.1f} |"
         )
     return 0
 

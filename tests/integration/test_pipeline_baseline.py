@@ -19,7 +19,8 @@ from tests.integration.test_pipeline import (
 )
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StopReason, StoryRecord, StoryState
-from worker.verdict.judging import Verdict, baseline_changes, judge, readiness
+from worker.verdict.judging import Verdict, judge
+from worker.verdict.readiness import baseline_changes, readiness
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement's own tests, committed before any code: all three fail on the base commit.
@@ -70,7 +71,9 @@ def test_a_story_that_breaks_a_test_an_earlier_story_fixed_fails(
         AttemptOutcome.PASSED,
     ]
     assert second.attempts[0].reason == (
-        "tests.test_req::test_a fails now; it passed before the story"
+        # Run again alone, twice with the change and twice without: it broke for real.
+        "tests.test_req::test_a fails now; it passed before the story "
+        "(the same when run again alone)"
     )
     # test_c was failing before the run and still is: listed, and the PR stays a draft.
     assert [t.rsplit("test_", 1)[-1] for t in result.fixed_tests] == ["a", "b"]

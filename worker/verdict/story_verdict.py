@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StoryRecord, TestCheck
+from worker.verdict.flaky import RerunFinding, Reruns, judge_reruns
 from worker.verdict.judging import KEPT, Judgement, Verdict, judge_story, tests_by_id
 
 # The attempt's outcome for each verdict on its tests, before its gate changes are weighed.
@@ -45,25 +46,32 @@ class StoryVerdict:
 def decide(
     evidence: Evidence,
     *,
+    rerun_alone: Callable[[Sequence[str]], Reruns],
     added_at_parent: Callable[[], Mapping[str, str]],
     gates_as_they_were: Callable[[], Sequence[GateResult]],
 ) -> StoryVerdict:
     """The attempt's one verdict. Its tests judged as SWE-bench judges a patch (judge_story);
-    then, only when that passes, the tests it added run on its parent (`added_at_parent`: each
-    must fail there, or it proves nothing); then, when it changed what a gate runs and did not
-    fail, the gates run as they were (`gates_as_they_were`): a pass that rests on the change
-    needs a person's review. The two callables run gates, so each is called only when needed."""
+    when the only failures are tests that passed before, those run again alone on both sides
+    (`rerun_alone`) and the flaky ones are kept out (flaky.py); then, only when that passes,
+    the tests it added run on its parent (`added_at_parent`: each must fail there, or it
+    proves nothing); then, when it changed what a gate runs and did not fail, the gates run
+    as they were (`gates_as_they_were`): a pass that rests on the change needs a person's
+    review. The callables run gates, so each is called only when needed."""
     judged = _judge(evidence)
+    reruns: Mapping[str, RerunFinding] = {}
+    if judged.verdict is Verdict.FAILED and (again_alone := judged.regressions()):
+        reruns = judge_reruns(again_alone, rerun_alone(again_alone))
+        judged = _judge(evidence, reruns=reruns)
     at_parent: Mapping[str, str] = {}
     if judged.verdict is Verdict.PASSED and evidence.added:
         at_parent = added_at_parent()
-        judged = _judge(evidence, at_parent=at_parent)
+        judged = _judge(evidence, at_parent=at_parent, reruns=reruns)
     outcome, why = OUTCOMES[judged.verdict], judged.reason
     changes = ", ".join(evidence.gate_changes)
     if evidence.gate_changes and judged.verdict is Verdict.FAILED:
         why += f"; it changed what a gate runs: {changes}"
     elif evidence.gate_changes:
-        again = _judge(evidence, results=gates_as_they_were(), at_parent=at_parent)
+        again = _judge(evidence, results=gates_as_they_were(), at_parent=at_parent, reruns=reruns)
         if again.verdict.worse_than(judged.verdict):
             outcome = AttemptOutcome.NEEDS_REVIEW
             why = (
@@ -141,6 +149,7 @@ def _judge(
     *,
     results: Sequence[GateResult] | None = None,
     at_parent: Mapping[str, str] | None = None,
+    reruns: Mapping[str, RerunFinding] | None = None,
 ) -> Judgement:
     return judge_story(
         evidence.reference,
@@ -149,4 +158,5 @@ def _judge(
         owned=evidence.owned,
         at_parent=at_parent,
         rewritten=evidence.rewritten,
+        reruns=reruns,
     )

@@ -20,6 +20,7 @@ from bot.ops.metrics import MeteredReporter
 from bot.stores.metrics import record_run
 from bot.stores.run_locks import RedisRunLock, legacy_lock_held, run_lock_key
 from bot.stores.runs import RunRecord
+from bot.stores.spend import InstallationBudget
 from worker.confine.sandbox import api_hosts, readonly_paths, sandbox_for
 from worker.exceptions import RunLockHeld
 from worker.git.runner import GitCredentials
@@ -184,6 +185,9 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
     return RunSpec(
         plan_only=plan_only,
         superseded=lambda: rt.reruns.waiting(record.job_id),
+        shared_budget=InstallationBudget(
+            rt.spend, record.installation_id, record.run_id, settings.reqdrive_monthly_budget_usd
+        ),
         run_id=record.run_id,
         requirement=Requirement(
             text=record.text, source=record.source, slug=record.slug, repo_path=record.repo_path

@@ -24,6 +24,8 @@ KNOWN = {
     "reqdrive:rerun": "bot/stores/deliveries.py",
     "reqdrive:writes": "bot/stores/write_budget.py",
     "reqdrive:metrics": "bot/stores/metrics.py",
+    "reqdrive:spend": "bot/stores/spend.py",
+    "reqdrive:run-slots": "bot/stores/run_slots.py",
 }
 
 

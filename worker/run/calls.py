@@ -6,18 +6,42 @@ import time
 from dataclasses import replace
 
 from worker.agents.base import AgentCall, AgentOutcome
+from worker.agents.pricing import call_cost, with_cost
 from worker.confine.disk import empty_folders, over_quota
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS
 from worker.confine.safe_paths import empty_folder
 from worker.confine.sandbox import Sandbox, SandboxNetwork
+from worker.exceptions import BudgetReached
 from worker.model.gates import GateResult
 from worker.model.repo_config import GatesMode
+from worker.model.state import StopReason
 from worker.run.context import RunContext
 from worker.verdict.gates import run_gates
 
 
+def budget_reached(ctx: RunContext) -> BudgetReached | None:
+    """Why no agent call may start now: the run's budgetUsd spent, or the budget it shares
+    (the installation's month); None while both have room."""
+    budget, spent = ctx.config.budget_usd, ctx.cp.cost_usd
+    if budget is not None and spent >= budget:
+        return BudgetReached(
+            f"budget reached: this run's agent calls cost ${spent:.2f} of its budgetUsd "
+            f"${budget:.2f}"
+        )
+    shared = ctx.spec.shared_budget
+    why = shared.reached() if shared is not None else None
+    return BudgetReached(f"budget reached: {why}", shared=True) if why else None
+
+
+def budget_stop(reached: BudgetReached) -> StopReason:
+    return StopReason.MONTHLY_BUDGET_SPENT if reached.shared else StopReason.BUDGET_SPENT
+
+
 def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
-    """One agent call on the worktree with this prompt; its cost is the run's."""
+    """One agent call on the worktree with this prompt, unless a budget is spent (raises
+    BudgetReached, before anything starts); its cost is the run's and the shared budget's."""
+    if (reached := budget_reached(ctx)) is not None:
+        raise reached
     folder = ctx.folder
     prompt_path = folder.write_text(folder.prompt_path(label).name, prompt)
     sandbox = _agent_sandbox(ctx)
@@ -45,8 +69,13 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
         empty_folders((places.home, places.handoff, places.git_view))
         outcome = replace(outcome, error=over)
     folder.sweep()
-    ctx.cp.cost_usd += outcome.cost_usd or 0.0
-    return outcome
+    cost = call_cost(outcome, ctx.agent.model)
+    if cost.note:
+        folder.append_progress(f"agent call {label}: {cost.note}")
+    ctx.cp.cost_usd += cost.usd
+    if ctx.spec.shared_budget is not None:
+        ctx.spec.shared_budget.charge(cost.usd)
+    return with_cost(outcome, cost)
 
 
 def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateResult]:

@@ -22,6 +22,7 @@ from bot.jobs.push_scan import changed_requirement_files
 from bot.jobs.runtime import Runtime
 from bot.requests import JobKind, RunRequest
 from bot.stores.runs import RunRecord
+from bot.stores.spend import month_of
 from bot.web.enqueue import Enqueuer
 from worker.run.spec import Requirement
 
@@ -125,9 +126,22 @@ def handle_status(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
     progress.status = f"**Run `{record.run_id}`: {state}**{at_step}"
     if record.pull_number:
         progress.notes.append(f"Pull request: #{record.pull_number}")
+    progress.notes.append(_spend(rt, record, cp.cost_usd if cp else 0.0))
     body = progress.render(record.run_id).replace(PROGRESS_MARKER.format(run_id=record.run_id), "")
     reply(client, request, body.strip())
     return {"status": state, "run_id": record.run_id}
+
+
+def _spend(rt: Runtime, record: RunRecord, run_usd: float) -> str:
+    """What this run's agents cost, and its installation's this month against its budget."""
+    month = month_of(rt.spend.clock())
+    total = rt.spend.total(record.installation_id)
+    limit = rt.settings.reqdrive_monthly_budget_usd
+    cap = f" of its ${limit:.2f} monthly budget" if limit is not None else ""
+    return (
+        f"Agent spend: this run ${run_usd:.2f}; this installation ${total:.2f}{cap} in "
+        f"{month} (UTC)."
+    )
 
 
 def handle_help(rt: Runtime, client: RepoClient, request: RunRequest) -> Answer:

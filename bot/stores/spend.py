@@ -56,6 +56,17 @@ class SpendStore:
         value = self.conn.hget(key, TOTAL)
         return float(value) if value is not None else 0.0
 
+    def this_month(self) -> tuple[str, dict[int, dict[str, float]]]:
+        """The month, and every installation's spend in it (`total` and per run)."""
+        month = month_of(self.clock())
+        pattern = SPEND_KEY.format(installation_id="*", month=month)
+        found: dict[int, dict[str, float]] = {}
+        for key in self.conn.scan_iter(match=pattern, count=100):
+            installation = _text(key).split(":")[2]
+            if installation.isdigit():
+                found[int(installation)] = self.month(int(installation))
+        return month, dict(sorted(found.items()))
+
     def forget(self, installation_id: int) -> int:
         """Drop every month of this installation (uninstalled: a new install is a new id)."""
         pattern = SPEND_KEY.format(installation_id=installation_id, month="*")

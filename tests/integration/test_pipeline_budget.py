@@ -88,7 +88,7 @@ def run(
     runner: ReportingRunner,
     shared: SharedBudget | None = None,
 ) -> RunResult:
-    spec = project.spec(scenario, shared_budget=shared)
+    spec = project.spec(scenario, **({"shared_budget": shared} if shared else {}))
     pipeline = Pipeline(
         spec,
         reporter=ConsoleReporter(io.StringIO()),

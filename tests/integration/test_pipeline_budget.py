@@ -8,6 +8,7 @@ import os
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,7 +89,8 @@ def run(
     runner: ReportingRunner,
     shared: SharedBudget | None = None,
 ) -> RunResult:
-    spec = project.spec(scenario, **({"shared_budget": shared} if shared else {}))
+    extra: dict[str, Any] = {"shared_budget": shared} if shared else {}
+    spec = project.spec(scenario, **extra)
     pipeline = Pipeline(
         spec,
         reporter=ConsoleReporter(io.StringIO()),

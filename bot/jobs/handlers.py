@@ -8,6 +8,7 @@ from bot.github.client import RepoClient
 from bot.github.progress import PROGRESS_MARKER, Progress
 from bot.jobs.drive import AlreadyRunning, execute, reset_stories
 from bot.jobs.job_frame import Answer, reply
+from bot.jobs.lifecycle import close_pull
 from bot.jobs.preflight import (
     Refusal,
     RepoContext,
@@ -108,11 +109,7 @@ def handle_cancel(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
 
 
 def handle_close(rt: Runtime, client: RepoClient, request: RunRequest) -> Answer:
-    record = rt.records.for_branch(request.repo, request.branch or "")
-    if record is None or not rt.records.alive(record.run_id):
-        return {"status": "nothing running"}
-    rt.records.request_cancel(record.run_id)
-    return {"status": "cancel requested", "run_id": record.run_id}
+    return close_pull(rt, request, merged=bool(request.merged))
 
 
 def handle_status(rt: Runtime, client: RepoClient, request: RunRequest) -> Answer:
@@ -161,6 +158,11 @@ def _record(
 ) -> RunRecord:
     run_id = run_id_for(request.repo, req)
     known = rt.records.load(run_id)
+    if known is not None and rt.records.gone(run_id) is not None:
+        # Its pull request was closed and its state removed: asked again on the issue, it
+        # runs afresh from the branch as pushed, and opens a pull request of its own.
+        rt.records.clear_gone(run_id)
+        known.pull_number, known.check_run_id = None, None
     if known is not None:
         return known
     on_issue = req.source.startswith("ISSUE-")

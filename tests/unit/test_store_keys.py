@@ -20,6 +20,7 @@ KNOWN = {
     "reqdrive:run": "bot/stores/runs.py",
     "reqdrive:heartbeat": "bot/stores/runs.py",
     "reqdrive:cancel": "bot/stores/runs.py",
+    "reqdrive:gone": "bot/stores/runs.py",
     "reqdrive:delivery": "bot/stores/deliveries.py",
     "reqdrive:rerun": "bot/stores/deliveries.py",
     "reqdrive:writes": "bot/stores/write_budget.py",

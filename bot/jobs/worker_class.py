@@ -28,6 +28,8 @@ JOB_STOPPED = "job stopped by an error it raises on purpose"
 # RQ keeps no result for an attempt it retries: the error's sentence waits in the job's meta
 # for `reqdrive status` (bot/ops/queue_status.py).
 LAST_ERROR = "last_error"
+# A run waiting for its installation's slot says so in its meta (`reqdrive status`).
+WAITING_META = "waiting"
 ERROR_CHARS = 300
 # The jobs that run the engine, each holding one of its installation's run slots while it runs.
 RUN_JOBS = frozenset(
@@ -98,6 +100,8 @@ class ReqdriveWorker(Worker):
             self._wait(job, queue, slot[0])
             return
         self._holding = slot
+        if job.meta.pop(WAITING_META, None) is not None:
+            job.save_meta()  # type: ignore[no-untyped-call]
         try:
             super().execute_job(job, queue)
         finally:
@@ -118,6 +122,7 @@ class ReqdriveWorker(Worker):
 
     def _wait(self, job: Job, queue: Queue, installation_id: int) -> None:
         queue.intermediate_queue.remove(job.id)  # rq's dequeue parked it there for the horse
+        job.meta[WAITING_META] = "for its installation's runs below REQDRIVE_MAX_CONCURRENT_RUNS"
         queue.schedule_job(job, datetime.now(UTC) + timedelta(seconds=self._wait_s))
         log.info(WAITING, extra={"job_id": job.id, "installation_id": installation_id})
 

@@ -4,6 +4,8 @@ real Redis, real runs whose agents take their time."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +97,14 @@ def test_a_flooding_installation_waits_for_its_slot_and_another_starts_on_the_fr
         started = [job for job in flood if job.get_status(refresh=True) == JobStatus.STARTED]
         waiting = {job.get_status(refresh=True) for job in flood if job not in started}
         planned = busy.calls().count("plan 1")
+        status = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "status", "--queue", QUEUE],
+            env={**env, "REQDRIVE_WORK_DIR": ""},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         for worker in workers:
             kill_with_children(worker) if worker.poll() is None else None
@@ -105,3 +115,8 @@ def test_a_flooding_installation_waits_for_its_slot_and_another_starts_on_the_fr
     assert planned == 2  # the busy installation's first run, and the quiet one's
     logs = "".join((tmp_path / f"worker-{n}.log").read_text() for n in (1, 2))
     assert "run waits: its installation has REQDRIVE_MAX_CONCURRENT_RUNS running" in logs
+    # `reqdrive status` shows them queued, waiting for their slot, not failed and retrying.
+    # (A waiting run a worker is checking at that instant is in neither list.)
+    [line] = [x for x in status.stdout.splitlines() if x.startswith(f"  {BUSY[0]}: ")]
+    assert "0 retrying, 1 running, 0 failed" in line, status.stdout + status.stderr
+    assert "waiting for its installation's runs below REQDRIVE_MAX_CONCURRENT_RUNS" in status.stdout

@@ -38,7 +38,7 @@ HELP = """reqdrive understands these commands (on a requirement issue or a reqdr
 - `/reqdrive retry US-003`: run that story again (attempts reset), then the final checks
 - `/reqdrive retry`: run every story that did not pass again
 - `/reqdrive cancel`: stop the running run; what passed is pushed and the PR stays a draft
-- `/reqdrive status`: reply with the run's state
+- `/reqdrive status`: reply with the run's state and what its agents cost
 - `/reqdrive help`: this list"""
 
 

@@ -6,7 +6,8 @@ import time
 from dataclasses import replace
 
 from worker.agents.base import AgentCall, AgentOutcome
-from worker.agents.pricing import call_cost, with_cost
+from worker.agents.claude import ClaudeRunner
+from worker.agents.pricing import CallCost, call_cost, with_cost
 from worker.confine.disk import empty_folders, over_quota
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS
 from worker.confine.safe_paths import empty_folder
@@ -16,6 +17,7 @@ from worker.model.gates import GateResult
 from worker.model.repo_config import GatesMode
 from worker.model.state import StopReason
 from worker.run.context import RunContext
+from worker.run.turn_budget import TurnBudget
 from worker.verdict.gates import run_gates
 
 
@@ -56,7 +58,15 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
         sandbox=sandbox and sandbox.bind(readonly=[prompt_path]),
     )
     ctx.reporter.agent_started(str(label))
-    outcome = ctx.runner.run(call, cancel=ctx.cancel)
+    watch = _turn_budget(ctx, call)
+    if watch is None:
+        outcome = ctx.runner.run(call, cancel=ctx.cancel)
+    else:
+        watch.start()
+        try:
+            outcome = ctx.runner.run(call, cancel=watch.stop)
+        finally:
+            watch.finish()
     ctx.reporter.agent_finished(str(label), outcome.duration_s, _ended(ctx, outcome))
     sweep_leftovers(ctx)
     ctx.git.secure()  # before any git of ours reads what it may have planted
@@ -70,12 +80,35 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
         outcome = replace(outcome, error=over)
     folder.sweep()
     cost = call_cost(outcome, ctx.agent.model)
+    stopped = watch is not None and watch.reached
+    if stopped and watch is not None and watch.estimate_usd > cost.usd:
+        # Stopped mid-call, it printed no result line: what its replies streamed is its cost.
+        cost = CallCost(watch.estimate_usd, "stopped between turns: its streamed replies priced")
     if cost.note:
         folder.append_progress(f"agent call {label}: {cost.note}")
     ctx.cp.cost_usd += cost.usd
     if ctx.spec.shared_budget is not None:
         ctx.spec.shared_budget.charge(cost.usd)
+    if stopped:
+        # What it changed before it was stopped is not judged: the worktree goes back.
+        ctx.git.restore(ctx.cp.head_sha, ignored_too=True)
+        raise budget_reached(ctx) or BudgetReached("budget reached")
     return with_cost(outcome, cost)
+
+
+def _turn_budget(ctx: RunContext, call: AgentCall) -> TurnBudget | None:
+    """A watch on the call's streamed turns, when the runner streams them and the run has a
+    budgetUsd (the installation's month is checked before each call)."""
+    budget = ctx.config.budget_usd
+    if budget is None or not isinstance(ctx.runner, ClaudeRunner):
+        return None
+    return TurnBudget(
+        log_path=call.log_path,
+        model=ctx.agent.model,
+        spent_usd=ctx.cp.cost_usd,
+        budget_usd=budget,
+        cancel=ctx.cancel,
+    )
 
 
 def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateResult]:

@@ -80,7 +80,9 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
         outcome = replace(outcome, error=over)
     folder.sweep()
     cost = call_cost(outcome, ctx.agent.model)
-    stopped = watch is not None and watch.reached
+    # Stopped by the watch (a call that ended on its own as the budget was reached keeps its
+    # work: the next budget check stops the run).
+    stopped = watch is not None and watch.reached and outcome.exit_code is None
     if stopped and watch is not None and watch.estimate_usd > cost.usd:
         # Stopped mid-call, it printed no result line: what its replies streamed is its cost.
         cost = CallCost(watch.estimate_usd, "stopped between turns: its streamed replies priced")

@@ -39,5 +39,25 @@ def test_each_message_counts_once_however_many_blocks_the_cli_printed(tmp_path: 
     assert usage.read() == (1050, 8)
 
 
+def test_a_turn_is_pending_after_tool_results_until_the_next_reply(tmp_path: Path) -> None:
+    log = tmp_path / "iteration-1.log"
+    log.write_text("")
+    usage = StreamedUsage(log, start=0)
+    tool_results = json.dumps({"type": "user", "message": {"content": []}}) + "\n"
+
+    def pending() -> bool:
+        usage.read()
+        return usage.turn_pending
+
+    log.write_text(assistant("msg_1", 10, 1))
+    assert not pending()
+    with log.open("a") as out:
+        out.write(tool_results)
+    assert pending()  # the CLI asks the model again
+    with log.open("a") as out:
+        out.write(assistant("msg_2", 10, 1) + '{"type": "result", "total_cost_usd": 0.1}\n')
+    assert not pending()  # its last reply: the call ends by itself
+
+
 def test_a_log_not_written_yet_is_nothing_streamed(tmp_path: Path) -> None:
     assert StreamedUsage(tmp_path / "missing.log", start=0).read() == (0, 0)

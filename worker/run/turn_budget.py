@@ -14,7 +14,8 @@ POLL_S = 0.25
 
 class TurnBudget(threading.Thread):
     """Watches one agent call: `stop` (the call's cancel) is set when the run is cancelled, or
-    when what the run spent before the call plus its streamed replies reaches the budget."""
+    when what the run spent before the call plus its streamed replies reaches the budget and
+    another turn is coming (a call whose last reply reached it ends by itself, its work kept)."""
 
     def __init__(
         self,
@@ -43,7 +44,7 @@ class TurnBudget(threading.Thread):
             if self.reached or self.stop.is_set():
                 continue
             self.estimate_usd = self.price.of(*self.usage.read())
-            if self.spent_usd + self.estimate_usd >= self.budget_usd:
+            if self.spent_usd + self.estimate_usd >= self.budget_usd and self.usage.turn_pending:
                 self.reached = True
                 self.stop.set()
 

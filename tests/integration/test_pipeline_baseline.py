@@ -248,7 +248,10 @@ def done(story_id: str, state: StoryState) -> StoryRecord:
             [record("tests", True)],
             ["tests"],
             StopReason.BUDGET_SPENT,
-            (False, "1 of 2 stories did not pass: US-2 (pending)"),
+            (
+                False,
+                "budget reached (the run's budgetUsd); 1 of 2 stories did not pass: US-2 (pending)",
+            ),
         ),
         (
             [StoryState.PASSED],

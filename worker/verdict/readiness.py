@@ -56,7 +56,9 @@ def readiness(
     open_stories = [s for s in stories if s.state is not StoryState.PASSED]
     if open_stories:
         listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)
-        return False, f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
+        why = f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
+        budget = stop in (StopReason.BUDGET_SPENT, StopReason.MONTHLY_BUDGET_SPENT)
+        return False, f"{stop}; {why}" if budget else why
     if not stories:
         return False, "the plan has no story"
     ran = {g.name for g in final}

@@ -42,6 +42,24 @@ def test_a_node_project_with_a_lockfile_gets_npm_ci(tmp_path: Path) -> None:
     assert uncommented.setup == "npm ci"
 
 
+def test_a_node_project_without_a_lockfile_gets_npm_install_and_why_nothing_is_cached(
+    tmp_path: Path,
+) -> None:
+    # npm ci refuses to run without package-lock.json (a published tarball has none).
+    package = '{"name": "x", "scripts": {"test": "mocha"}, "devDependencies": {"mocha": "5"}}'
+    repo = checkout(tmp_path, {"package.json": package})
+    _, uncommented, out = init_with_setup(repo)
+    assert uncommented.setup == "npm install --no-audit --no-fund"
+    assert "npm ci" not in out.split("suggested setup")[0].replace("use npm ci", "")
+    assert "There is no package-lock.json" in (repo / CONFIG).read_text()
+
+
+def test_a_node_project_without_dependencies_gets_no_setup(tmp_path: Path) -> None:
+    repo = checkout(tmp_path, {"package.json": '{"scripts": {"test": "node --test"}}'})
+    _, uncommented, _ = init_with_setup(repo)
+    assert uncommented.setup is None
+
+
 def test_a_project_without_a_known_install_gets_no_setup(tmp_path: Path) -> None:
     repo = checkout(tmp_path, {"pytest.ini": "[pytest]\n", "tests/test_x.py": ""})
     _, uncommented, out = init_with_setup(repo)

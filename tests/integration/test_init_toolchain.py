@@ -117,7 +117,7 @@ def test_vitest_gets_its_built_in_junit_reporter_not_jest_junit(tmp_path: Path) 
         )
     ]
     assert "jest-junit" not in (repo / ".github/reqdrive.yml").read_text() + out
-    assert "npm ci" in out
+    assert "npm install installs them" in out  # no package-lock.json, so not npm ci
 
 
 def test_jest_without_jest_junit_says_what_to_install(tmp_path: Path) -> None:
@@ -140,6 +140,43 @@ def test_node_test_writes_junit_with_its_own_reporter(tmp_path: Path) -> None:
     assert tests.junit == "reqdrive-junit.xml"
     assert run_gate(repo, tests.command).returncode == 0
     assert 'name="adds"' in (repo / "reqdrive-junit.xml").read_text()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_a_chained_test_script_is_read_through_npm_run_to_its_runner(tmp_path: Path) -> None:
+    # fastify's packages: `npm test` runs `npm run test:unit && npm run test:typescript`,
+    # test:unit being `c8 --100 node --test`; `npm test` itself gives no per-test results.
+    scripts = {
+        "test": "npm run test:unit && npm run test:typescript",
+        "test:unit": "c8 --100 node --test",
+        "test:typescript": "tsd",
+    }
+    repo = node_project(tmp_path, {"scripts": scripts, "devDependencies": {"c8": "10"}})
+    (repo / "test").mkdir()
+    (repo / "test/add.test.js").write_text(
+        "const test = require('node:test');\nconst assert = require('node:assert');\n"
+        "test('adds', () => assert.strictEqual(1 + 2, 3));\n"
+    )
+    config, out = init(repo)
+    [tests] = config.gates
+    assert tests.command.startswith("node --test --test-reporter=spec")
+    assert "c8 (coverage) is left out" in out
+    assert "npm test also runs tsd: add a gate" in out
+    assert "npm install installs them" in out  # no package-lock.json: npm ci would refuse
+    assert run_gate(repo, tests.command).returncode == 0
+    assert 'name="adds"' in (repo / "reqdrive-junit.xml").read_text()
+
+
+def test_mocha_gets_its_built_in_xunit_reporter_in_place_of_its_own(tmp_path: Path) -> None:
+    repo = node_project(tmp_path, {"scripts": {"test": "mocha -R nyan --check-leaks test/*.js"}})
+    config, _ = init(repo)
+    assert [(g.command, g.junit) for g in config.gates] == [
+        (
+            "npx --no-install mocha --check-leaks test/*.js --reporter xunit "
+            "--reporter-options output=reqdrive-junit.xml",
+            "reqdrive-junit.xml",
+        )
+    ]
 
 
 def test_monorepo_folders_are_listed_with_a_note(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def _python(root: Path, found: Detected) -> None:
 def _node(root: Path, found: Detected) -> None:
     found.stack = "node"
     package = _package_json(root)
-    tests = node_tests(package)
+    tests = node_tests(package, lockfile=(root / "package-lock.json").is_file())
     found.test_command, found.junit = tests.command, tests.junit
     found.notes += tests.notes
     scripts = package.get("scripts")

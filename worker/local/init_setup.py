@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -16,8 +17,8 @@ def suggested_setup(root: Path, stack: str) -> tuple[str, str] | None:
     find it: each check's HOME is new)."""
     if stack == "python":
         return _python(root)
-    if stack == "node" and (root / "package-lock.json").is_file():
-        return "npm ci", "node_modules is made from package-lock.json and cached by its hash"
+    if stack == "node":
+        return _node(root)
     if stack == "go" and not (root / "vendor").exists():
         note = (
             "go uses vendor/ by itself (go.mod's go 1.14 or later), so the checks need no "
@@ -25,6 +26,30 @@ def suggested_setup(root: Path, stack: str) -> tuple[str, str] | None:
         )
         return "go mod vendor", note
     return None
+
+
+def _node(root: Path) -> tuple[str, str] | None:
+    if (root / "package-lock.json").is_file():
+        return "npm ci", "node_modules is made from package-lock.json and cached by its hash"
+    if not _declares_packages(root / "package.json"):
+        return None
+    note = (
+        "there is no package-lock.json, so every run resolves the newest versions package.json "
+        "allows and nothing is cached (node_modules is cached by the lockfile's hash): commit "
+        "a package-lock.json and use npm ci"
+    )
+    return "npm install --no-audit --no-fund", note
+
+
+def _declares_packages(package_json: Path) -> bool:
+    try:
+        package = json.loads(package_json.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(package, dict) and any(
+        isinstance(package.get(key), dict) and package[key]
+        for key in ("dependencies", "devDependencies")
+    )
 
 
 def _python(root: Path) -> tuple[str, str] | None:

@@ -15,6 +15,12 @@ from worker.model.repo_config import GatesMode
 from worker.run.context import RunContext
 from worker.verdict.gates import run_gates
 
+# npm's settings for every check (not the setup, which installs): npx never downloads a
+# package the worktree does not have, so a missing node_modules stops the run at the baseline
+# (verdict/unstartable.py) instead of the checks running the newest major of the runner; and
+# no update check reaching the registry from every npm command. `npx --yes` still downloads.
+NPM_CHECK_SETTINGS = {"npm_config_yes": "false", "npm_config_update_notifier": "false"}
+
 
 def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
     """One agent call on the worktree with this prompt; its cost is the run's."""
@@ -58,7 +64,7 @@ def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateRe
     results = run_gates(
         ctx.gates,
         cwd=ctx.git.path,
-        env=ctx.gate_env,
+        env={**ctx.gate_env, **NPM_CHECK_SETTINGS},
         output_dir=ctx.folder.path,
         label=label,
         redactor=ctx.redactor,

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from worker.confine.sandbox import tool_paths
 from worker.confine.toolchains import real_prefixes
@@ -33,11 +34,21 @@ NODE_MODULE_RE = re.compile(r"Cannot find module '(?P<module>[^']+)'")
 # Commands whose scripts start programs from the project's node_modules/.bin.
 NODE_RUNNERS = frozenset({"npm", "npx", "yarn", "pnpm"})
 NODE_FIX = (
-    "install the project's dependencies so node_modules has it (`npm ci`; the worktree "
-    "starts without node_modules), or add it (`npm install --save-dev PACKAGE`)"
+    "install the project's dependencies in the worktree so node_modules has it (`setup: npm "
+    "ci` in .github/reqdrive.yml, `npm install` without a package-lock.json; the worktree "
+    "starts without node_modules, whatever your checkout has), or add it (`npm install "
+    "--save-dev PACKAGE`)"
 )
 NPX_RE = re.compile(
     r"npm (?:ERR!|error) could not determine executable to run|^npx: .*not found", re.M
+)
+# npx asked for a package the worktree does not have: the checks run with npm_config_yes=false
+# (run/calls.py), so it refuses to download it, or it could not reach the registry to try.
+# Either way the project's own runner is missing; npx would otherwise run the newest
+# version of it, whatever major the project pins.
+NPX_DOWNLOAD_RE = re.compile(
+    r'npx canceled due to missing packages and no YES option: \["(?P<wanted>[^"]+)"'
+    r"|npm (?:ERR!|error) FetchError: request to \S+/(?P<fetched>[^/\s]+) failed"
 )
 
 
@@ -149,6 +160,11 @@ def _node_runner(result: GateResult, words: list[str]) -> Unstartable | None:
             return Unstartable(
                 result.name, result.command, missing, fix.replace("PACKAGE", package)
             )
+    if (download := NPX_DOWNLOAD_RE.search(result.output_tail)) and "npx" in words:
+        wanted = unquote(download["wanted"] or download["fetched"])
+        package = re.sub(r"(?<=.)@[^@/]*$", "", wanted)  # vitest@4.1.12 -> vitest
+        missing = f"npx found no {package} in the worktree's node_modules and would download it"
+        return Unstartable(result.name, result.command, missing, fix.replace("PACKAGE", package))
     if NPX_RE.search(result.output_tail) and "npx" in words:
         after = words[words.index("npx") + 1 :]
         package = next((w for w in after if not w.startswith("-")), "the runner")

@@ -201,6 +201,35 @@ def test_monorepo_folders_are_listed_with_a_note(tmp_path: Path) -> None:
     assert "add a gate per package" in out
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_init_in_a_monorepos_package_folder_reads_that_package(tmp_path: Path) -> None:
+    # The top's `npm test --workspaces` gives no per-test results; the package's node --test
+    # does, run in its folder (the worker runs every check at the top of the worktree).
+    repo = checkout(
+        tmp_path,
+        {
+            "package.json": json.dumps(
+                {"workspaces": ["packages/*"], "scripts": {"test": "npm test --workspaces"}}
+            ),
+            "packages/calc/package.json": json.dumps({"scripts": {"test": "node --test"}}),
+            "packages/calc/test/add.test.js": (
+                "const test = require('node:test');\nconst assert = require('node:assert');\n"
+                "test('adds', () => assert.strictEqual(1 + 2, 3));\n"
+            ),
+        },
+    )
+    done = run_cli(repo / "packages" / "calc" / "test", INIT)  # anywhere inside the package
+    assert done.returncode == 0, done.stderr
+    config = parse_repo_config((repo / ".github/reqdrive.yml").read_text(), "reqdrive.yml")
+    [tests] = config.gates
+    assert tests.command.startswith("cd packages/calc && node --test ")
+    assert tests.junit == "packages/calc/reqdrive-junit.xml"
+    assert "init ran in packages/calc, a package of this repository" in done.stdout
+    assert (repo / "docs/requirements/REQ-001-example.md").is_file()  # at the top
+    assert run_gate(repo, tests.command).returncode == 0
+    assert 'name="adds"' in (repo / tests.junit).read_text()
+
+
 def test_the_requirements_folder_in_use_is_found_outside_dependency_folders(
     tmp_path: Path,
 ) -> None:

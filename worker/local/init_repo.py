@@ -4,6 +4,7 @@ requirement."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import textwrap
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ NOTE_WIDTH = 96  # a note's lines as comments in the YAML
 # config until testCommand is set (a live placeholder would run as a broken bash line).
 TEST_COMMAND_PLACEHOLDER = "# testCommand: <the command that runs your tests, such as make test>"
 PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
+PROJECT_MARKERS = ("package.json", "go.mod", "Cargo.toml", *PYTHON_MARKERS)
 EXAMPLE_REQUIREMENT = """\
 # REQ-001: <one line saying what to build>
 
@@ -58,27 +60,58 @@ class Detected:
     notes: list[str] = field(default_factory=list)
 
 
-def detect(root: Path) -> Detected:
-    """The test and lint commands and the requirements folder, from the checkout's files."""
+def project_folder(root: Path, cwd: Path) -> Path:
+    """The folder init reads: the nearest one from `cwd` up to the top that holds a project
+    (a package of a monorepo, when init runs in it), else the top."""
+    top, here = root.resolve(), cwd.resolve()
+    for folder in (here, *here.parents):
+        if not folder.is_relative_to(top) or folder == top:
+            break
+        if any((folder / name).is_file() for name in PROJECT_MARKERS):
+            return folder
+    return top
+
+
+def detect(root: Path, folder: Path | None = None) -> Detected:
+    """The test and lint commands and the requirements folder, from the checkout's files:
+    the project in `folder` (the top by default), the requirements anywhere."""
     found = Detected()
-    if (root / "package.json").is_file():
-        _node(root, found)
-    elif (root / "go.mod").is_file():
+    here = root if folder is None else folder
+    if (here / "package.json").is_file():
+        _node(here, found)
+    elif (here / "go.mod").is_file():
         _go(found)
-    elif (root / "Cargo.toml").is_file():
+    elif (here / "Cargo.toml").is_file():
         _cargo(found)
-    elif any((root / name).is_file() for name in PYTHON_MARKERS):
-        _python(root, found)
+    elif any((here / name).is_file() for name in PYTHON_MARKERS):
+        _python(here, found)
     else:
         found.notes.append("no pytest, npm, go or cargo project found: set testCommand yourself")
     _monorepo(root, found)
-    found.setup = suggested_setup(root, found.stack)
+    found.setup = suggested_setup(here, found.stack)
+    if here.resolve() != root.resolve():
+        _in_folder(found, here.resolve().relative_to(root.resolve()).as_posix())
     existing = sorted(
         p.parent for p in project_files(root, ("REQ-*.md",)) if is_requirement_name(p.name)
     )
     if existing:
         found.requirements_dir = existing[0].relative_to(root).as_posix()
     return found
+
+
+def _in_folder(found: Detected, folder: str) -> None:
+    """The checks of a package below the top: each command starts in its folder (the worker
+    runs them at the top of the worktree), the report path names it."""
+    cd = f"cd {shlex.quote(folder)} && "
+    found.test_command = cd + found.test_command if found.test_command else None
+    found.lint_command = cd + found.lint_command if found.lint_command else None
+    found.junit = f"{folder}/{found.junit}" if found.junit else None
+    if found.setup is not None:
+        found.setup = (cd + found.setup[0], found.setup[1])
+    found.notes.append(
+        f"init ran in {folder}, a package of this repository: its checks run in that folder; "
+        "run init at the top to check the whole repository"
+    )
 
 
 def described(found: Detected) -> str:
@@ -229,9 +262,12 @@ def _setup_lines(found: Detected) -> list[str]:
     return [*[f"# {line}" for line in wrapped], f"# setup: {json.dumps(command)}", ""]
 
 
-def init_repository(root: Path, *, force: bool = False) -> tuple[list[Path], Detected]:
-    """Write the config and the example requirement; refuse to replace either without force."""
-    found = detect(root)
+def init_repository(
+    root: Path, *, force: bool = False, folder: Path | None = None
+) -> tuple[list[Path], Detected]:
+    """Write the config and the example requirement; refuse to replace either without force.
+    `folder`: the project to read, when init runs in a package below the top."""
+    found = detect(root, folder)
     files = {
         root / CONFIG_FILE: render_config(found),
         root / found.requirements_dir / EXAMPLE_NAME: EXAMPLE_REQUIREMENT,

@@ -1,10 +1,11 @@
-"""A Node runner installed outside /usr (`npm install -g` with a prefix of one's own, as nvm
-and ~/.npm-global users have it) runs in the checks' sandbox with its package and its own
-dependencies, found from the checks' PATH alone."""
+"""Node and a runner installed outside /usr (nvm's prefix, `npm install -g` into it) run in
+the checks' sandbox with the runner's package and its own dependencies, found from the checks'
+PATH alone."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -23,7 +24,8 @@ RUNNER = """\
 #!/usr/bin/env node
 const report = require('../lib/report')
 const dep = require('dep')
-require('fs').writeFileSync(process.env.REQDRIVE_JUNIT_XML, report(dep.name))
+const name = `${dep.name} on ${process.execPath}`
+require('fs').writeFileSync(process.env.REQDRIVE_JUNIT_XML, report(name))
 """
 REPORT = """\
 module.exports = (name) =>
@@ -36,9 +38,19 @@ def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
 
 
+def nvm_node(prefix: Path) -> None:
+    """PREFIX/bin/node, as nvm installs one: the system's node, linked (or copied) there."""
+    (prefix / "bin").mkdir(parents=True)
+    system = Path(shutil.which("node") or "node").resolve()
+    try:
+        os.link(system, prefix / "bin" / "node")
+    except OSError:
+        shutil.copy2(system, prefix / "bin" / "node")
+
+
 def global_install(prefix: Path) -> Path:
-    """What `npm install -g --prefix PREFIX fake-runner` leaves: the package (with a module
-    of its own and a dependency in its node_modules) and a link to its CLI in PREFIX/bin."""
+    """What `npm install -g fake-runner` leaves in PREFIX: the package (with a module of its
+    own and a dependency in its node_modules) and a link to its CLI in PREFIX/bin."""
     package = prefix / "lib" / "node_modules" / "fake-runner"
     files = {
         "package.json": json.dumps({"name": "fake-runner", "bin": {"fake-runner": "bin/run.js"}}),
@@ -50,15 +62,16 @@ def global_install(prefix: Path) -> Path:
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text(text)
     (package / "bin/run.js").chmod(0o755)
-    (prefix / "bin").mkdir()
     (prefix / "bin" / "fake-runner").symlink_to("../lib/node_modules/fake-runner/bin/run.js")
     return prefix / "bin"
 
 
-def test_a_runner_in_a_node_modules_outside_usr_runs_in_the_sandbox(
+def test_node_and_a_runner_installed_outside_usr_run_in_the_sandbox(
     make_project: MakeProject, agent_io: Path, sandbox: Sandbox, tmp_path: Path
 ) -> None:
-    bin_dir = global_install(tmp_path / "home" / ".npm-global")
+    prefix = tmp_path / "home" / ".nvm" / "versions" / "node" / "v20.0.0"
+    nvm_node(prefix)
+    bin_dir = global_install(prefix)
     project = make_project({"gates": [{"name": "unit", "command": "fake-runner", "junit": True}]})
     scenario = agent_io / "scenario.json"
     scenario.write_text(
@@ -68,5 +81,7 @@ def test_a_runner_in_a_node_modules_outside_usr_runs_in_the_sandbox(
 
     [_, unit] = result.baseline_gates
     assert unit.passed, unit.output_tail
-    assert unit.tests == {"unit::runs with its own dependency": TestStatus.PASSED}
+    # The runner's `#!/usr/bin/env node` found nvm's node, not /usr/bin/node.
+    test_id = f"unit::runs with its own dependency on {bin_dir / 'node'}"
+    assert unit.tests == {test_id: TestStatus.PASSED}
     assert result.ready

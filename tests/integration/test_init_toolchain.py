@@ -230,6 +230,39 @@ def test_init_in_a_monorepos_package_folder_reads_that_package(tmp_path: Path) -
     assert 'name="adds"' in (repo / tests.junit).read_text()
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_init_at_the_top_of_a_workspaces_monorepo_gives_each_package_a_gate(
+    tmp_path: Path,
+) -> None:
+    add_test = (
+        "const test = require('node:test');\nconst assert = require('node:assert');\n"
+        "test('adds', () => assert.strictEqual(1 + 2, 3));\n"
+    )
+    repo = checkout(
+        tmp_path,
+        {
+            "package.json": json.dumps(
+                {"workspaces": ["packages/*"], "scripts": {"test": "npm test --workspaces"}}
+            ),
+            "packages/calc/package.json": json.dumps({"scripts": {"test": "node --test"}}),
+            "packages/calc/test/add.test.js": add_test,
+            "packages/web/package.json": json.dumps({"scripts": {"test": "vitest"}}),
+            "packages/docs/package.json": json.dumps({"scripts": {"test": "make check"}}),
+        },
+    )
+    config, out = init(repo)
+    assert config.test_command is None  # `npm test --workspaces` gives no per-test results
+    assert [(g.name, g.command.split(" && ")[0], g.junit) for g in config.gates] == [
+        ("calc", "cd packages/calc", "packages/calc/reqdrive-junit.xml"),
+        ("web", "cd packages/web", "packages/web/reqdrive-junit.xml"),
+    ]
+    assert "each package's tests are a gate of their own" in out
+    assert "reports no per-test results" not in out
+    calc = config.gates[0]
+    assert run_gate(repo, calc.command).returncode == 0
+    assert 'name="adds"' in (repo / str(calc.junit)).read_text()
+
+
 def test_the_requirements_folder_in_use_is_found_outside_dependency_folders(
     tmp_path: Path,
 ) -> None:

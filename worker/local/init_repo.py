@@ -13,7 +13,14 @@ from typing import Any
 
 from worker.exceptions import PreflightError
 from worker.local.init_setup import suggested_setup
-from worker.local.init_toolchain import monorepo_folders, node_tests, project_files, python_tests
+from worker.local.init_toolchain import (
+    NO_RESULTS,
+    monorepo_folders,
+    node_tests,
+    project_files,
+    python_tests,
+    workspace_gates,
+)
 from worker.model.repo_config import DEFAULT_FORBIDDEN_PATHS
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR, is_requirement_name
 
@@ -58,6 +65,8 @@ class Detected:
     setup: tuple[str, str] | None = None  # a suggested `setup` command and how to use it
     requirements_dir: str = DEFAULT_REQUIREMENTS_DIR
     notes: list[str] = field(default_factory=list)
+    # A monorepo's packages, each a gate: (name, command run in its folder, its report path).
+    package_gates: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def project_folder(root: Path, cwd: Path) -> Path:
@@ -87,7 +96,7 @@ def detect(root: Path, folder: Path | None = None) -> Detected:
         _python(here, found)
     else:
         found.notes.append("no pytest, npm, go or cargo project found: set testCommand yourself")
-    _monorepo(root, found)
+    _monorepo(root, found, at_top=here.resolve() == root.resolve())
     found.setup = suggested_setup(here, found.stack)
     if here.resolve() != root.resolve():
         _in_folder(found, here.resolve().relative_to(root.resolve()).as_posix())
@@ -128,9 +137,19 @@ def _package_json(root: Path) -> dict[str, Any]:
     return package if isinstance(package, dict) else {}
 
 
-def _monorepo(root: Path, found: Detected) -> None:
+def _monorepo(root: Path, found: Detected, *, at_top: bool) -> None:
     source, folders = monorepo_folders(root, _package_json(root))
-    if folders:
+    if folders and at_top and source.startswith("package.json") and found.junit is None:
+        found.package_gates = workspace_gates(root, folders)
+    if found.package_gates:
+        found.notes.append(
+            f"a monorepo ({source}: {', '.join(folders)}): `{found.test_command}` at the top "
+            "gives no per-test results, so each package's tests are a gate of their own, run "
+            "in its folder with its runner's report"
+        )
+        found.test_command = None
+        found.notes = [n for n in found.notes if NO_RESULTS not in n]  # the gates give them
+    elif folders:
         found.notes.append(
             f"a monorepo ({source}: {', '.join(folders)}): the checks run at the top; if the "
             "top's test command does not test every package, add a gate per package "
@@ -204,7 +223,19 @@ def render_config(found: Detected) -> str:
         "",
         *_setup_lines(found),
     ]
-    if found.test_command and found.junit:
+    if found.package_gates:
+        lines += [
+            "# The checks the worker runs after every story: one per package, each writing",
+            "# JUnit XML, so every story is judged test by test.",
+            "gates:",
+        ]
+        for name, command, junit in found.package_gates:
+            lines += [
+                f"  - name: {json.dumps(name)}",
+                f"    command: {json.dumps(command)}",
+                f"    junit: {junit}",
+            ]
+    elif found.test_command and found.junit:
         lines += [
             "# The checks the worker runs after every story. This one writes JUnit XML, so",
             "# every story is judged test by test.",

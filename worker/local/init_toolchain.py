@@ -3,6 +3,7 @@ runner's own per-test report option, a `src/` layout and monorepo folders."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -37,6 +38,8 @@ PYTHON_TEST_NAMES = ("test_*.py", "*_test.py")
 # What a coverage wrapper (c8, nyc) starts after its own options.
 KNOWN_RUNNERS = frozenset({"node", "mocha", "vitest", "jest", "tape", "ava", "tap", "npm"})
 MOCHA_REPORTER_OPTIONS = ("-R", "--reporter", "-O", "--reporter-option", "--reporter-options")
+NO_RESULTS = "reports no per-test results"
+MAX_PACKAGES = 30  # workspace packages given a gate each; a larger monorepo picks its own
 PLAIN_WORD_RE = re.compile(r"\A[\w./*?@%+,:=-]+\Z")
 
 
@@ -151,7 +154,7 @@ def node_tests(package: dict[str, Any], *, lockfile: bool = True) -> TestSetup:
         )
     else:
         why = (
-            f"npm test ({script}) reports no per-test results: give your runner's JUnit "
+            f"npm test ({script}) {NO_RESULTS}: give your runner's JUnit "
             "reporter a file and name it with `junit:` for per-test verdicts"
         )
     return TestSetup("npm test", None, [why, install])
@@ -256,6 +259,37 @@ def monorepo_folders(root: Path, package: dict[str, Any]) -> tuple[str, list[str
     if len(nested) > 1 or (nested and (root / "pyproject.toml").is_file()):
         return "pyproject.toml files", nested
     return "", []
+
+
+def workspace_gates(root: Path, workspaces: list[str]) -> list[tuple[str, str, str]]:
+    """A gate (name, command, report) per workspace package whose test runner init knows,
+    run in the package's folder: the top's `npm test --workspaces` gives no per-test results."""
+    folders = sorted(
+        {
+            p.parent
+            for w in workspaces
+            if not w.startswith("!")
+            for p in root.glob(f"{w}/package.json")
+        }
+    )[:MAX_PACKAGES]
+    lockfile = (root / "package-lock.json").is_file()
+    gates: list[tuple[str, str, str]] = []
+    for folder in folders:
+        try:
+            package = json.loads((folder / "package.json").read_text())
+        except (OSError, ValueError):
+            continue
+        tests = node_tests(package if isinstance(package, dict) else {}, lockfile=lockfile)
+        if tests.command is None or tests.junit is None:
+            continue
+        where = folder.relative_to(root).as_posix()
+        name = folder.name if all(g[0] != folder.name for g in gates) else where
+        if name in ("tests", "lint"):
+            name = where
+        gates.append(
+            (name, f"cd {shlex.quote(where)} && {tests.command}", f"{where}/{tests.junit}")
+        )
+    return gates
 
 
 def project_files(root: Path, patterns: tuple[str, ...]) -> Iterator[Path]:

@@ -135,3 +135,14 @@ def test_npx_refusing_to_download_names_the_package_without_its_version(tmp_path
     why = cannot_start(result, place())
     assert why is not None and "npx found no @scope/cli in" in why.missing
     assert "npm install --save-dev @scope/cli" in why.fix
+
+
+def test_a_runner_named_by_its_node_modules_path_says_the_setup_fix(tmp_path: Path) -> None:
+    why = cannot_start(gate("./node_modules/.bin/mocha test", tmp_path), place())
+    assert why is not None
+    assert (
+        why.missing
+        == "`./node_modules/.bin/mocha` does not exist: the worktree has no node_modules"
+    )
+    assert "`setup: npm ci` in .github/reqdrive.yml" in why.fix
+    assert "npm install --save-dev mocha" in why.fix

@@ -125,6 +125,12 @@ def _not_found(result: GateResult, name: str, place: GatePlace) -> Unstartable:
     missing = f"`{name}`: command not found (the checks' PATH is {place.gate_path})"
     if (result.command.split() or [""])[0] in NODE_RUNNERS:  # `npm test` running `vitest`
         return Unstartable(result.name, result.command, missing, NODE_FIX.replace("PACKAGE", name))
+    if "node_modules/" in name:  # `node_modules/.bin/mocha` in a worktree without them
+        package = name.rsplit("/", 1)[-1]
+        missing = f"`{name}` does not exist: the worktree has no node_modules"
+        return Unstartable(
+            result.name, result.command, missing, NODE_FIX.replace("PACKAGE", package)
+        )
     fix = (
         f"install {name}, or change the command in .github/reqdrive.yml; if it is installed "
         "outside that PATH, name its folder with `--gate-path` (REQDRIVE_GATE_PATH)"

@@ -146,3 +146,14 @@ def test_a_runner_named_by_its_node_modules_path_says_the_setup_fix(tmp_path: Pa
     )
     assert "`setup: npm ci` in .github/reqdrive.yml" in why.fix
     assert "npm install --save-dev mocha" in why.fix
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npm not installed")
+def test_npx_in_the_script_npm_test_runs_is_said_too(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text('{"scripts": {"test": "npx vitest run"}}')
+    offline = (
+        "npm_config_yes=false npm_config_fetch_retries=0 npm_config_registry=http://127.0.0.1:9/"
+    )
+    why = cannot_start(gate(f"{offline} npm test", tmp_path), place())
+    assert why is not None
+    assert why.missing == "npx found no vitest in the worktree's node_modules and would download it"

@@ -166,7 +166,10 @@ def _node_runner(result: GateResult, words: list[str]) -> Unstartable | None:
             return Unstartable(
                 result.name, result.command, missing, fix.replace("PACKAGE", package)
             )
-    if (download := NPX_DOWNLOAD_RE.search(result.output_tail)) and "npx" in words:
+    # npx in the command, or in the script `npm test` runs (npm passes npm_config_yes on).
+    program = next((w for w in words if "=" not in w), "")  # after `VAR=value` words
+    from_npm = "npx" in words or program in NODE_RUNNERS
+    if (download := NPX_DOWNLOAD_RE.search(result.output_tail)) and from_npm:
         wanted = unquote(download["wanted"] or download["fetched"])
         package = re.sub(r"(?<=.)@[^@/]*$", "", wanted)  # vitest@4.1.12 -> vitest
         missing = f"npx found no {package} in the worktree's node_modules and would download it"

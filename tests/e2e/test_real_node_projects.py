@@ -18,6 +18,7 @@ import pytest
 from tests.e2e.test_run_cli import environment
 from tests.integration.test_pipeline import SCRIPTED_AGENT
 from tests.support.node_projects import MPATH, PROJECTS, NodeCheckout, NodeProject, checkout
+from worker.local.exit_codes import ExitCode
 
 pytestmark = [
     pytest.mark.e2e,
@@ -26,7 +27,6 @@ pytestmark = [
 ]
 REQUIREMENT = "docs/requirements/REQ-001-fix.md"
 RUN_TIMEOUT_S = 600
-SETUP_FAILED = 8  # exit code of a run stopped at the baseline
 
 
 def reqdrive(
@@ -116,7 +116,7 @@ def run(
         "--work-dir", str(tmp_path / "work"),
         env=env,
     )  # fmt: skip
-    if done.returncode == SETUP_FAILED and "the setup `npm install" in done.stderr:
+    if done.returncode == ExitCode.PREFLIGHT_FAILED and "the setup `npm install" in done.stderr:
         # Not skipped: the projects' dependencies come from the registry at test time.
         pytest.fail(f"npm install from the registry failed in the sandbox:\n{done.stderr[-3000:]}")
     return done, json.loads(done.stdout) if done.stdout.strip() else {}
@@ -129,11 +129,13 @@ def test_the_projects_own_fix_makes_a_ready_pull_request(
     co = configured(project, tmp_path)
     done, outcome = run(co, project, co.fixed_text, tmp_path)
 
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == ExitCode.SUCCESS, done.stderr
     assert outcome["ready"] is True, done.stderr
     assert [(s["id"], s["state"]) for s in outcome["stories"]] == [("US-001", "passed")]
     pr = (Path(outcome["run_dir"]) / "pr.md").read_text()
-    assert "ready for review" in pr.lower(), pr
+    assert "**Ready for review**: every story passed and the final checks are green." in pr
+    for test_id in project.failing:  # the story was judged on the test the revert broke
+        assert f"`{test_id}` (owned): failed → passed" in pr, pr
     assert "setup" in done.stderr and "npm install" in done.stderr
     branch = outcome["branch"]
     assert git(co.root, "show", f"{branch}:{project.fix_file}") == co.fixed_text.rstrip("\n")
@@ -146,7 +148,7 @@ def test_a_wrong_fix_makes_a_draft_naming_the_failing_test(tmp_path: Path) -> No
     co = configured(project, tmp_path, retries=1)
     done, outcome = run(co, project, co.wrong_text, tmp_path)
 
-    assert done.returncode == 9, done.stderr
+    assert done.returncode == ExitCode.NOT_READY, done.stderr
     assert outcome["ready"] is False
     assert [(s["id"], s["state"]) for s in outcome["stories"]] == [("US-001", "failed")]
     assert list(outcome["still_failing"]) == list(project.failing)
@@ -185,10 +187,10 @@ def test_npx_in_a_worktree_without_node_modules_stops_at_the_baseline_with_the_f
     git(co.root, "-c", "user.name=m", "-c", "user.email=m@x", "commit", "-qm", "reqdrive")
     assert reqdrive(co.root, "validate").returncode == 0
 
-    # The checks may reach the registry, as npx needs to download.
+    # The checks may reach the package registries: npx could download.
     done, outcome = run(co, MPATH, co.fixed_text, tmp_path, network="registries")
 
-    assert done.returncode == SETUP_FAILED, done.stderr
+    assert done.returncode == ExitCode.PREFLIGHT_FAILED, done.stderr
     assert "the tests check cannot start" in done.stderr
     assert "npx found no mocha in the worktree's node_modules and would download it" in done.stderr
     assert "`setup: npm ci` in .github/reqdrive.yml" in done.stderr

@@ -3,7 +3,8 @@ sha256, fetched into .cache/sources/ at test time), with one real past fix of th
 reverted and its test kept, so a requirement written from that fix arrives failing.
 
 Each project's tarball ships its own test suite (checked when it was pinned: `npm view NAME@VER
-dist.tarball dist.integrity`, and the tarball's tests are what its test script runs).
+dist.tarball dist.integrity` matched the downloaded file, and the tarball's tests are what its
+test script runs: process-warning's `node --test` finds test/*.test.js, mpath's `mocha test/*`).
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def _process_warning_wrong(text: str) -> str:
 PROCESS_WARNING = NodeProject(
     name="process-warning",
     version="5.0.0",
+    # The registry's dist.integrity for this tarball (checked when pinned): sha512-a39t9ApHNx2L4
+    # +HBnQKqxxHNs1r7KF+Intd8Q/g1bUh6q0WIp9voPXJ/x0j+ZL45KF1pJd9+q2jLIRMfvEshkA==
     sha256="9220188a409e3593eb8fb481d2f4714edfb8514aedfb8711a713fc2338fc6b92",
     fix_file="index.js",
     revert=_process_warning_revert,
@@ -175,6 +178,8 @@ def _mpath_wrong(text: str) -> str:
 MPATH = NodeProject(
     name="mpath",
     version="0.9.0",
+    # dist.integrity: sha512-ikJRQTk8hw5DEoFVxHG1Gn9T/xcjtdnOKIU1JTmGjZZlg9LST2mBLmcX3/ICIbgJydT2
+    # GOc15RnNy5mHmzfSew==
     sha256="6188b4e083451c6b350b238271a18c129fa22b8b582022d297f570ffd0aaa827",
     fix_file="lib/index.js",
     revert=_mpath_revert,

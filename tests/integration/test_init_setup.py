@@ -64,3 +64,34 @@ def test_a_project_without_a_known_install_gets_no_setup(tmp_path: Path) -> None
     repo = checkout(tmp_path, {"pytest.ini": "[pytest]\n", "tests/test_x.py": ""})
     _, uncommented, out = init_with_setup(repo)
     assert uncommented.setup is None and "suggested setup" not in out
+
+
+def test_a_pnpm_project_gets_pnpm_at_the_version_it_names_never_npm_install(
+    tmp_path: Path,
+) -> None:
+    # npm install would ignore pnpm-lock.yaml and resolve the tree anew.
+    package = (
+        '{"packageManager": "pnpm@9.1.0+sha256.abc", "scripts": {"test": "mocha"}, '
+        '"devDependencies": {"mocha": "5"}}'
+    )
+    repo = checkout(
+        tmp_path, {"package.json": package, "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"}
+    )
+    _, uncommented, out = init_with_setup(repo)
+    assert uncommented.setup == "npx --yes pnpm@9.1.0 install --frozen-lockfile"
+    assert "pnpm install installs them" in out and " npm install" not in out
+
+
+def test_a_yarn_classic_project_gets_yarn_1_and_yarn_2_none(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    classic = checkout(
+        tmp_path / "a", {"package.json": '{"devDependencies": {"mocha": "5"}}', "yarn.lock": ""}
+    )
+    _, uncommented, _ = init_with_setup(classic)
+    assert uncommented.setup == "npx --yes yarn@1 install --frozen-lockfile"
+    berry = checkout(
+        tmp_path / "b", {"package.json": '{"packageManager": "yarn@4.1.0"}', "yarn.lock": ""}
+    )
+    _, uncommented, out = init_with_setup(berry)
+    assert uncommented.setup is None and " npm install" not in out

@@ -16,6 +16,7 @@ from worker.local.init_setup import suggested_setup
 from worker.local.init_toolchain import (
     NO_RESULTS,
     monorepo_folders,
+    node_installer,
     node_tests,
     project_files,
     python_tests,
@@ -173,7 +174,7 @@ def _python(root: Path, found: Detected) -> None:
 def _node(root: Path, found: Detected) -> None:
     found.stack = "node"
     package = _package_json(root)
-    tests = node_tests(package, lockfile=(root / "package-lock.json").is_file())
+    tests = node_tests(package, installer=node_installer(root))
     found.test_command, found.junit = tests.command, tests.junit
     found.notes += tests.notes
     scripts = package.get("scripts")

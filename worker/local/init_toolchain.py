@@ -39,6 +39,11 @@ PYTHON_TEST_NAMES = ("test_*.py", "*_test.py")
 KNOWN_RUNNERS = frozenset({"node", "mocha", "vitest", "jest", "tape", "ava", "tap", "npm"})
 MOCHA_REPORTER_OPTIONS = ("-R", "--reporter", "-O", "--reporter-option", "--reporter-options")
 NO_RESULTS = "reports no per-test results"
+NODE_LOCKFILES = (
+    ("package-lock.json", "npm ci"),
+    ("pnpm-lock.yaml", "pnpm install"),
+    ("yarn.lock", "yarn install"),
+)
 MAX_PACKAGES = 30  # workspace packages given a gate each; a larger monorepo picks its own
 PLAIN_WORD_RE = re.compile(r"\A[\w./*?@%+,:=-]+\Z")
 
@@ -121,7 +126,15 @@ def _src_prefix(root: Path, found: TestSetup) -> str:
     return "PYTHONPATH=src "
 
 
-def node_tests(package: dict[str, Any], *, lockfile: bool = True) -> TestSetup:
+def node_installer(root: Path) -> str:
+    """How the project installs node_modules, as its lockfile says."""
+    for lockfile, command in NODE_LOCKFILES:
+        if (root / lockfile).is_file():
+            return command
+    return "npm install"
+
+
+def node_tests(package: dict[str, Any], *, installer: str = "npm ci") -> TestSetup:
     """The test script's runner with its own JUnit report option, when it has one; a script
     chaining `npm run` steps is read through to the step that runs the tests."""
     scripts = _mapping(package, "scripts")
@@ -131,7 +144,7 @@ def node_tests(package: dict[str, Any], *, lockfile: bool = True) -> TestSetup:
     deps = {**_mapping(package, "devDependencies"), **_mapping(package, "dependencies")}
     install = (
         "the checks need the project's node_modules in the worktree: "
-        f"{'npm ci' if lockfile else 'npm install'} installs them (npx --no-install never "
+        f"{installer} installs them (npx --no-install never "
         "downloads a runner that is not installed)"
     )
     steps = _steps(script, scripts)
@@ -272,14 +285,14 @@ def workspace_gates(root: Path, workspaces: list[str]) -> list[tuple[str, str, s
             for p in root.glob(f"{w}/package.json")
         }
     )[:MAX_PACKAGES]
-    lockfile = (root / "package-lock.json").is_file()
+    installer = node_installer(root)
     gates: list[tuple[str, str, str]] = []
     for folder in folders:
         try:
             package = json.loads((folder / "package.json").read_text())
         except (OSError, ValueError):
             continue
-        tests = node_tests(package if isinstance(package, dict) else {}, lockfile=lockfile)
+        tests = node_tests(package if isinstance(package, dict) else {}, installer=installer)
         if tests.command is None or tests.junit is None:
             continue
         where = folder.relative_to(root).as_posix()

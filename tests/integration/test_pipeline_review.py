@@ -336,11 +336,15 @@ def test_the_reviews_cost_is_the_runs_and_counts_against_its_budget(
         runner=runner,
     )
     result = pipeline.run()
-    # plan 0.2; US-001 0.2 and its review 0.4; US-002 the same: 1.4, so US-003 never starts
-    # (without the review the three stories cost 0.8 with the plan).
+    # plan 0.2; US-001 0.2 and its review 0.4 (0.8); US-002 0.2 (1.0): its review does not
+    # start on a spent budget, so its passed tests stand unreviewed; US-003 never starts.
     assert result.stop_reason is StopReason.BUDGET_SPENT
-    assert [s.state for s in result.stories][2] is StoryState.PENDING
-    review = result.stories[0].attempts[0].review
+    first, second, third = result.stories
+    review = first.attempts[0].review
     assert review is not None and review.cost_usd == pytest.approx(0.4)
-    assert result.stories[0].attempts[0].cost_usd == pytest.approx(0.2)
-    assert result.cost_usd == pytest.approx(1.4)
+    assert first.attempts[0].cost_usd == pytest.approx(0.2)
+    assert first.state is StoryState.PASSED
+    assert second.state is StoryState.NEEDS_REVIEW
+    assert "budget reached" in second.attempts[0].reason
+    assert third.state is StoryState.PENDING
+    assert result.cost_usd == pytest.approx(1.0)

@@ -236,7 +236,7 @@ def _describe(exc: ValidationError) -> list[str]:
 def _did_you_mean(key: str) -> str:
     parent, _, last = key.rpartition(".")
     if parent.startswith("gates["):
-        known = ["name", "command", "timeout", "junit"]
+        known = ["name", "command", "timeout", "junit", "runner"]
     else:
         agents = ("agent", "reviewAgent")
         model: type[BaseModel] = AgentConfig if parent in agents else RepoConfig

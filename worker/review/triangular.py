@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.agents.base import AgentCall, AgentOutcome, AgentRunner
+from worker.agents.pricing import call_cost
 from worker.confine.safe_paths import empty_folder
 from worker.confine.sandbox import Sandbox
 from worker.exceptions import GitError
@@ -102,10 +103,11 @@ class _Tally:
     duration_s: float = 0.0
     reports: list[str] = field(default_factory=list)
 
-    def add(self, outcome: AgentOutcome) -> None:
+    def add(self, outcome: AgentOutcome, model: str | None) -> None:
         self.calls += 1
         self.duration_s += outcome.duration_s
-        self.cost = _plus(self.cost, outcome.cost_usd)
+        # As budgets count a call: its reported cost, else its tokens priced, else $0.
+        self.cost = _plus(self.cost, call_cost(outcome, model).usd)
         self.input_tokens = _plus_int(self.input_tokens, outcome.input_tokens)
         self.output_tokens = _plus_int(self.output_tokens, outcome.output_tokens)
 
@@ -265,7 +267,7 @@ def _call(
         sandbox=sandbox,
     )
     outcome = desk.agent.runner.run(call, cancel=desk.cancel)
-    tally.add(outcome)
+    tally.add(outcome, desk.agent.model)
     return outcome
 
 

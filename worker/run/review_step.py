@@ -7,9 +7,10 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from worker.model.review import ReviewRecord
+from worker.model.review import ReviewOutcome, ReviewRecord
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord
 from worker.review.triangular import ReviewAgent, ReviewDesk, ReviewSubject, review
+from worker.run.calls import budget_reached
 from worker.run.context import RunContext
 from worker.verdict.judging import KEPT
 from worker.verdict.story_verdict import StoryVerdict, decide_reviewed
@@ -88,10 +89,15 @@ def review_whole(ctx: RunContext) -> ReviewRecord | None:
 
 
 def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewRecord:
+    """One review, counted in the run's cost and the shared budget. With a budget already
+    spent it does not start: the change stays unreviewed, said in the record."""
+    if (reached := budget_reached(ctx)) is not None:
+        found = ReviewRecord(outcome=ReviewOutcome.INCOMPLETE, problem=str(reached))
+        ctx.folder.append_progress(f"review of {subject.title}: {found.headline()}")
+        return found
     root = review_root(ctx.spec.work_dir, ctx.spec.run_id)
     shutil.rmtree(root, ignore_errors=True)  # what a killed run left
     root.mkdir(parents=True)
-
     desk = ReviewDesk(
         agent=agent,
         sandbox=ctx.spec.sandbox,
@@ -105,7 +111,10 @@ def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewR
     finally:
         shutil.rmtree(root, ignore_errors=True)
         ctx.folder.sweep()
-    ctx.cp.cost_usd += found.cost_usd or 0.0  # the review's cost is the run's, budget too
+    cost = found.cost_usd or 0.0
+    ctx.cp.cost_usd += cost  # the review's cost is the run's: budgetUsd counts it
+    if ctx.spec.shared_budget is not None:
+        ctx.spec.shared_budget.charge(cost)
     ctx.folder.append_progress(f"review of {subject.title}: {found.headline()}")
     return found
 

@@ -36,7 +36,14 @@ BRANCH = "reqdrive/req-001-demo"
 
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
-    return project_factory(tmp_path)
+    """Projects with the blind review off: these tests count the implement calls' cost (the
+    review's own cost and budget check: tests/integration/test_pipeline_review.py)."""
+    make = project_factory(tmp_path)
+
+    def without_review(config: dict[str, Any] | None = None, **extra: Any) -> Project:
+        return make({"review": "off", **(config or {})}, **extra)
+
+    return without_review
 
 
 class ReportingRunner:

@@ -73,7 +73,10 @@ def script(project: Project) -> list[Turn]:
 def test_the_cost_claude_reports_stops_the_run_at_its_budget_with_what_passed_pushed(
     make_project: MakeProject, claude_bin: Path
 ) -> None:
-    project = make_project({"budgetUsd": BUDGET_USD, "agent": {"model": "claude-sonnet-4-5"}})
+    # Not about the review (test_claude_review.py is): the script plays the implementer's
+    # turns only, so the blind review is off.
+    config = {"budgetUsd": BUDGET_USD, "agent": {"model": "claude-sonnet-4-5"}, "review": "off"}
+    project = make_project(config)
     env = {
         "PATH": f"{claude_bin.parent}{os.pathsep}{os.environ['PATH']}",
         "LANG": "C.UTF-8",

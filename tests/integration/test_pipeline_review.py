@@ -272,7 +272,7 @@ def test_a_change_quoting_the_requirement_is_never_shown_to_the_blind_reviewer(
     [story] = result.stories
     assert story.state is StoryState.NEEDS_REVIEW
     assert "refused to call the blind reviewer" in story.attempts[-1].reason
-    assert "NOTES.md in the change quotes the requirement" in story.attempts[-1].reason
+    assert "NOTES.md in the commit quotes the requirement" in story.attempts[-1].reason
     assert review_calls(project) == []
 
 

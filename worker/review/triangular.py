@@ -142,7 +142,7 @@ def _review(desk: ReviewDesk, subject: ReviewSubject, tally: _Tally) -> ReviewRe
     try:
         leaked = leak_in_files(desk.view, secret)
         if leaked is not None:
-            why = f"{leaked[0]} in the change quotes the requirement (“{leaked[1]}”)"
+            why = f"{leaked[0]} in the commit quotes the requirement (“{leaked[1]}”)"
             return tally.record(ReviewOutcome.REFUSED, problem=_refused(why))
         description, problem = _describe(desk, subject, secret, tally)
     finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from worker.agents.base import AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
+from worker.confine.gate_homes import gate_environment
 from worker.confine.redact import Redactor
 from worker.confine.scratch import RunScratch
 from worker.confine.toolchains import Toolchains, find_toolchains
@@ -22,7 +23,7 @@ from worker.report.protocol import Reporter
 from worker.report.run_folder import RunFolder
 from worker.run.journal import RunJournal
 from worker.run.spec import RunSpec
-from worker.verdict.gates import gate_environment, gate_specs
+from worker.verdict.gates import gate_specs
 
 DEFAULT_AGENT_TIMEOUT_S = 1800.0
 

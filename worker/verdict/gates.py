@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
 import re
 import threading
 import xml.etree.ElementTree as ET
@@ -53,34 +52,10 @@ PLACE_RE = re.compile(r"(?P<path>[^:]+\.[A-Za-z0-9_]{1,16}):(?P<line>[0-9]{1,7})
 LINE_RE = re.compile(r"[0-9]{1,7}")
 LOCATIONS_TRIED = 20  # places in one failure's output looked up in the worktree
 LOCATION_SCAN_CHARS = 20_000  # of one failure's output; the test's own frame comes first
-# What a gate sees of the worker's environment: enough to find its tools, never a
-# credential (the agent's API key included: the checks do not need it).
-GATE_VARIABLES = frozenset({"PATH", "LANG", "TZ", "TERM"})
-GATE_PREFIXES = ("LC_",)
 
 
 # When a runner reports one id twice (parametrized names, retries), the worst result counts.
 _WORST_FIRST = (TestStatus.FAILED, TestStatus.SKIPPED, TestStatus.PASSED)
-
-
-def gate_environment(
-    home: Path, source_env: Mapping[str, str], *, path: str | None = None
-) -> dict[str, str]:
-    """The gates' environment: a few variables of the worker's, HOME and TMPDIR of their own,
-    and PATH as the operator chose it (`path`), so `python` is the interpreter they meant."""
-    env = {
-        name: value
-        for name, value in source_env.items()
-        if name in GATE_VARIABLES or name.startswith(GATE_PREFIXES)
-    }
-    if path:
-        env["PATH"] = path
-    env.setdefault("PATH", os.defpath)
-    tmp = home / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    env["HOME"] = str(home)
-    env["TMPDIR"] = str(tmp)
-    return env
 
 
 def gate_specs(

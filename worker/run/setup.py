@@ -32,7 +32,7 @@ SETUP_TIMEOUT_S = 1800.0
 # In a saved entry, beside its folders: the worktree they were made in, whose path their
 # scripts and editable installs hold.
 ORIGIN = ".reqdrive-origin"
-RELOCATED_MAX_BYTES = 1 << 20  # larger files (wheels' binaries, bundles) are left as they are
+RELOCATED_MAX_BYTES = 1 << 20  # larger files (bundles, data) are left as they are
 TAIL_LINES = 20  # of a failed setup's output, in the run's error
 # The folders a setup fills when `setupCache` names none, each with the files (globs at the
 # top of the repository) whose content decides whether a saved copy still fits.
@@ -254,7 +254,8 @@ def _relocate_file(path: Path, old: bytes, new: bytes) -> None:
         return
     with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
         data = file.read()
-    if old in data:  # a new file in its place, so a read-only one is rewritten too
+    # Text only: a binary (a .pyc's marshalled strings, a .so) holds lengths beside its paths.
+    if old in data and b"\0" not in data:  # a new file in place: read-only ones too
         fresh = path.with_name(f"{path.name}.relocating")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         with os.fdopen(os.open(fresh, flags, stat.S_IMODE(info.st_mode) & 0o777), "wb") as out:

@@ -37,6 +37,8 @@ pytestmark = [
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 REQDRIVE = Path(sys.executable).parent / "reqdrive"
 RUN_TIMEOUT_S = 600
+# What init suggests for each of them: a project without a test extra gets pytest beside it.
+SUGGESTED_SETUP = "python3 -m venv .venv && .venv/bin/pip install -e . pytest"
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -82,12 +84,18 @@ def reqdrive(
 
 
 def configure(project: RealProject, repo: Path) -> str:
-    """What the maintainer does after `init`: the setup and test command its notes ask for,
-    the requirement over the template; committed. Returns the requirement's path."""
+    """What the maintainer does after `init`: its suggested setup uncommented, the test
+    command its notes ask for, the requirement over the template; committed. Returns the
+    requirement's path."""
     config_path = repo / ".github" / "reqdrive.yml"
-    config = yaml.safe_load(config_path.read_text())
-    config.pop("lintCommand", None)  # none of these projects lints with what init guessed
-    config.update(setup=project.setup, testCommand=project.test_command, maxStoryRetries=1)
+    written = config_path.read_text()
+    assert f'# setup: "{SUGGESTED_SETUP}"' in written.splitlines()
+    config = yaml.safe_load(written)
+    config.pop("lintCommand", None)
+    setup = SUGGESTED_SETUP + project.setup_extra
+    config.update(setup=setup, testCommand=project.test_command, maxStoryRetries=1)
+    if project.lint_command:
+        config["lintCommand"] = project.lint_command
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     (repo / "docs/requirements/REQ-001-example.md").unlink()
     requirement = f"docs/requirements/REQ-001-{project.slug}.md"
@@ -166,6 +174,8 @@ def test_a_real_fix_is_ready_for_review_and_a_wrong_one_a_draft(
     for test_id in project.failing_tests:
         assert f"- `{test_id}` (owned): failed → passed" in body
     assert "unverified" not in body
+    if project.lint_command:
+        assert "but for `lint`, which fails on the base too" in body
     changed = git(repo, "diff", "--name-only", "main", "reqdrive/req-001-" + project.slug)
     assert changed.splitlines() == [project.fix.path]  # no .venv, no egg-info
 

@@ -31,9 +31,11 @@ class RealProject:
     fix: Fix
     # What `reqdrive init` says of the project as its maintainer has it.
     init_says: tuple[str, ...]
-    # The maintainer's answer to init: the environment and the suite as the project runs it.
-    setup: str
+    # The maintainer's answer to init: its suggested setup (a venv with the project and
+    # pytest), the tests started with the venv's python as its note says, and the lint.
+    setup_extra: str  # what the maintainer adds to the setup init suggests
     test_command: str
+    lint_command: str | None  # None: the maintainer removes the one init guessed
     requirement: str
     story_title: str
     criteria: tuple[str, ...]
@@ -73,8 +75,9 @@ MORE_ITERTOOLS = RealProject(
     ),
     # Its tox.ini runs `python -m unittest`; pytest is nowhere among its dependencies.
     init_says=("a unittest suite", "pip install pytest"),
-    setup="python3 -m venv .venv && .venv/bin/pip install -q -e . pytest",
+    setup_extra="",
     test_command=".venv/bin/python -m pytest -q -p no:cacheprovider",
+    lint_command=None,
     requirement=(
         "# REQ-001: sliced() refuses a negative slice size\n\n"
         "`more_itertools.sliced(seq, n)` with a negative `n` silently yields a wrong result\n"
@@ -121,8 +124,9 @@ CACHETOOLS = RealProject(
         ),
     ),
     init_says=("a src/ layout (cachetools)",),
-    setup="python3 -m venv .venv && .venv/bin/pip install -q -e . pytest",
+    setup_extra="",
     test_command=".venv/bin/python -m pytest -q -p no:cacheprovider",
+    lint_command=None,
     requirement=(
         "# REQ-001: Deep-copy a timed cache whose timer has its own __deepcopy__\n\n"
         "`copy.deepcopy()` of a `TTLCache` or `TLRUCache` whose timer defines `__deepcopy__`\n"
@@ -163,8 +167,11 @@ SIX = RealProject(
         ),
     ),
     init_says=("a python project",),
-    setup="python3 -m venv .venv && .venv/bin/pip install -q -e . pytest",
+    # Today's ruff finds 113 problems in six as released (written for Python 2 and 3): the
+    # lint fails on the base, and a story is judged on the findings it adds.
+    setup_extra=" ruff",
     test_command=".venv/bin/python -m pytest -q -p no:cacheprovider",
+    lint_command=".venv/bin/ruff check --isolated .",
     requirement=(
         "# REQ-001: add_metaclass keeps a nested class's __qualname__\n\n"
         "A class decorated with `six.add_metaclass(Meta)` inside another class loses its\n"

@@ -132,17 +132,33 @@ def scenario(project: RealProject, folder: Path, name: str, replacement: str) ->
 
 
 def run(
-    repo: Path, env: dict[str, str], requirement: str, scenario_path: Path, run_id: str
+    repo: Path,
+    env: dict[str, str],
+    requirement: str,
+    scenario_path: Path,
+    run_id: str,
+    *,
+    expect: int,
 ) -> subprocess.CompletedProcess[str]:
+    """`reqdrive run` with the sandbox on and the scripted agent; fails the test unless it
+    exits `expect`, saying so when the setup could not reach PyPI."""
     python, _ = agent_python()
     agent = (
         f"{python} {SUPPORT / 'scripted_agent.py'} --scenario {scenario_path} "
         "--prompt {prompt_file} --run-dir {run_dir}"
     )
-    return reqdrive(
+    done = reqdrive(
         repo, env, "run", requirement, "--sandbox", "on", "--run-id", run_id,
         "--agent", "command", "--agent-command", agent, timeout=RUN_TIMEOUT_S,
     )  # fmt: skip
+    said = done.stdout + done.stderr
+    if done.returncode != expect and "setup: setup FAILED" in done.stdout:
+        pytest.fail(
+            "the run's setup failed: it installs the project and pytest from PyPI, so these "
+            f"tests need the network to pypi.org and files.pythonhosted.org\n{said}"
+        )
+    assert done.returncode == expect, said
+    return done
 
 
 @pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
@@ -164,9 +180,8 @@ def test_a_real_fix_is_ready_for_review_and_a_wrong_one_a_draft(
     assert validate.stdout.startswith("ok: .github/reqdrive.yml, 1 requirement(s)")
 
     fix = scenario(project, agent_io, "fix", project.fix.fixed)
-    fixed = run(repo, env, requirement, fix, "fix")
+    fixed = run(repo, env, requirement, fix, "fix", expect=0)
 
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "setup: setup passed" in fixed.stdout
     assert "done: 1 story: 1 passed;" in fixed.stdout and "ready for review" in fixed.stdout
     body = (repo / ".reqdrive/runs/fix/pr.md").read_text()
@@ -181,11 +196,9 @@ def test_a_real_fix_is_ready_for_review_and_a_wrong_one_a_draft(
 
     if not project.try_wrong_fix:
         return
-    wrong = run(
-        repo, env, requirement, scenario(project, agent_io, "wrong", project.fix.wrong), "wrong"
-    )
+    wrong = scenario(project, agent_io, "wrong", project.fix.wrong)
+    run(repo, env, requirement, wrong, "wrong", expect=9)  # a draft
 
-    assert wrong.returncode == 9, wrong.stdout + wrong.stderr
     # The first run's venv, restored into this run's worktree, works there.
     assert (
         "setup cached: .venv restored" in (repo / ".reqdrive/runs/wrong/progress.txt").read_text()

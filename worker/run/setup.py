@@ -62,7 +62,7 @@ def set_up(ctx: RunContext) -> None:
     saved = ctx.spec.work_dir / "setup-cache" / key
     restored = [name for name in folders if _copy(saved, name, worktree, name)]
     if restored:
-        _relocate(saved, worktree, restored)
+        relocate(saved, worktree, restored)
         ctx.folder.append_progress(f"setup cached: {', '.join(restored)} restored (key {key[:12]})")
     failure = _run(ctx, command)
     if ctx.cancel.is_set():
@@ -221,7 +221,7 @@ def _save(saved: Path, worktree: Path, folders: list[str]) -> None:
         remove_tree(partial)
 
 
-def _relocate(saved: Path, worktree: Path, folders: list[str]) -> None:
+def relocate(saved: Path, worktree: Path, folders: list[str]) -> None:
     """Replace the saved worktree's path with this one in the restored folders' files and
     links (a venv's script shebangs, pyvenv.cfg, activate, an editable install's .pth), as
     `conda` relocates an environment. Links are never followed: each file is opened

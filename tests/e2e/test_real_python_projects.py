@@ -105,9 +105,9 @@ def configure(project: RealProject, repo: Path) -> str:
     return requirement
 
 
-def scenario(project: RealProject, folder: Path, name: str, replacement: str) -> Path:
+def scenario(project: RealProject, repo: Path, folder: Path, name: str, replacement: str) -> Path:
     """The plan giving the fix's failing tests to one story, and the story's one change:
-    `fix.before` in the file replaced by `replacement`."""
+    `fix.before` in the file, as the base commit has it, replaced by `replacement`."""
     story = {
         "id": "US-001",
         "title": project.story_title,
@@ -117,9 +117,7 @@ def scenario(project: RealProject, folder: Path, name: str, replacement: str) ->
         "tests": list(project.failing_tests),
     }
     plan = {"version": "1", "project": project.name, "sourceReq": "REQ-001"}
-    source = folder.parent / "src"
-    [root] = [p for p in source.iterdir() if p.is_dir()]
-    current = (root / project.fix.path).read_text()
+    current = (repo / project.fix.path).read_text()  # the checkout is at the base
     assert current.count(project.fix.before) == 1
     change = {"write": {project.fix.path: current.replace(project.fix.before, replacement)}}
     data: dict[str, Any] = {
@@ -179,7 +177,7 @@ def test_a_real_fix_is_ready_for_review_and_a_wrong_one_a_draft(
     assert validate.returncode == 0, validate.stdout + validate.stderr
     assert validate.stdout.startswith("ok: .github/reqdrive.yml, 1 requirement(s)")
 
-    fix = scenario(project, agent_io, "fix", project.fix.fixed)
+    fix = scenario(project, repo, agent_io, "fix", project.fix.fixed)
     fixed = run(repo, env, requirement, fix, "fix", expect=0)
 
     assert "setup: setup passed" in fixed.stdout
@@ -196,7 +194,7 @@ def test_a_real_fix_is_ready_for_review_and_a_wrong_one_a_draft(
 
     if not project.try_wrong_fix:
         return
-    wrong = scenario(project, agent_io, "wrong", project.fix.wrong)
+    wrong = scenario(project, repo, agent_io, "wrong", project.fix.wrong)
     run(repo, env, requirement, wrong, "wrong", expect=9)  # a draft
 
     # The first run's venv, restored into this run's worktree, works there.

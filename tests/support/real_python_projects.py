@@ -76,7 +76,7 @@ MORE_ITERTOOLS = RealProject(
     # Its tox.ini runs `python -m unittest`; pytest is nowhere among its dependencies.
     init_says=("a unittest suite", "pip install pytest"),
     setup_extra="",
-    test_command=".venv/bin/python -m pytest -q -p no:cacheprovider",
+    test_command=".venv/bin/python -m pytest -q",
     lint_command=None,
     requirement=(
         "# REQ-001: sliced() refuses a negative slice size\n\n"
@@ -125,7 +125,7 @@ CACHETOOLS = RealProject(
     ),
     init_says=("a src/ layout (cachetools)",),
     setup_extra="",
-    test_command=".venv/bin/python -m pytest -q -p no:cacheprovider",
+    test_command=".venv/bin/python -m pytest -q",
     lint_command=None,
     requirement=(
         "# REQ-001: Deep-copy a timed cache whose timer has its own __deepcopy__\n\n"
@@ -170,7 +170,7 @@ SIX = RealProject(
     # Today's ruff finds 113 problems in six as released (written for Python 2 and 3): the
     # lint fails on the base, and a story is judged on the findings it adds.
     setup_extra=" ruff",
-    test_command=".venv/bin/python -m pytest -q -p no:cacheprovider",
+    test_command=".venv/bin/python -m pytest -q",
     lint_command=".venv/bin/ruff check --isolated .",
     requirement=(
         "# REQ-001: add_metaclass keeps a nested class's __qualname__\n\n"

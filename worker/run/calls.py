@@ -21,6 +21,12 @@ from worker.run.context import RunContext
 from worker.run.turn_budget import TurnBudget
 from worker.verdict.gates import run_gates
 
+# npm's settings for every check (not the setup, which installs): npx never downloads a
+# package the worktree does not have, so a missing node_modules stops the run at the baseline
+# (verdict/unstartable.py) instead of the checks running the newest major of the runner; and
+# no update check reaching the registry from every npm command. `npx --yes` still downloads.
+NPM_CHECK_SETTINGS = {"npm_config_yes": "false", "npm_config_update_notifier": "false"}
+
 
 def budget_reached(ctx: RunContext) -> BudgetReached | None:
     """Why no agent call may start now: the run's budgetUsd spent, or the budget it shares
@@ -134,7 +140,7 @@ def run_gates_on(
     results = run_gates(
         ctx.gates,
         cwd=ctx.git.path,
-        env=ctx.gate_env,
+        env={**ctx.gate_env, **NPM_CHECK_SETTINGS},
         output_dir=ctx.folder.path,
         label=label,
         redactor=ctx.redactor,

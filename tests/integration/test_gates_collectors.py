@@ -296,10 +296,10 @@ def test_jest_and_vitest_report_per_test_through_the_worker_s_json(
         "sum.test.js::sum > later": TestStatus.SKIPPED,
     }
     assert result.disagreements == []
-    if runner == "jest":  # jest runs only the ids asked for: their files, their names
-        only = run(repo, gate(command), only=["sum.test.js::sum > adds"])
-        assert only.passed and only.tests == {"sum.test.js::sum > adds": TestStatus.PASSED}
-        assert only.selected == ["sum.test.js::sum > adds"]
+    # Only the ids asked for run: their files, their names.
+    only = run(repo, gate(command), only=["sum.test.js::sum > adds"])
+    assert only.passed and only.tests == {"sum.test.js::sum > adds": TestStatus.PASSED}
+    assert only.selected == ["sum.test.js::sum > adds"]
     forged = run(repo, gate(f"{command}; exit 0"))
     assert forged.disagreements == [
         "the command exited 0, though tests failed: sum.test.js::sum > breaks"

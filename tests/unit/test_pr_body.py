@@ -150,7 +150,7 @@ def test_without_per_test_results_the_pr_says_what_unverified_means() -> None:
         )
     )
     assert "**No per-test results**" in body
-    assert "*unverified* when a check that already failed before it still fails" in body
+    assert "A story is *unverified*, and the pull request a draft, while a check that" in body
     assert "**Ready for review**: the final checks are green; 1 of 1 stories are unverified" in body
     assert "every story passed" not in body
 

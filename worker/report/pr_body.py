@@ -73,13 +73,14 @@ def _summary(result: RunResult) -> str:
         lines.append(f"Stopped because: {result.stop_reason}.")
     if not result.per_test_results and (result.final_gates or result.baseline_gates):
         lines.append(
-            "\n**No per-test results**: this repository's checks report no result per test "
-            "(no JUnit XML), so the worker could only see whole checks pass or fail. A story is "
-            "*passed* when every check is green after it, or when a check that already failed "
-            "before it names findings (`path:line: message`, as linters print them) and it adds "
-            "none; *unverified* when a check that already failed before it still fails and "
-            "names no findings: nothing shows whether it did its job. "
-            "Name your test runner's report with `junit:` in the gate to get per-test verdicts."
+            "\n**No per-test results**: this repository's checks report no result per test, "
+            "so the worker could only see whole checks pass or fail. A story is *unverified*, "
+            "and the pull request a draft, while a check that runs tests gives no per-test "
+            "results, or when a check that already failed before it still fails and names no "
+            "findings (`path:line: message`, as linters print them): nothing shows whether it "
+            "did its job. Checks that run no tests judge a story whole. Name the test runner "
+            "(`runner:` in the gate) or its report (`junit:`) to get per-test verdicts "
+            "(docs/verification.md in reqdrive)."
         )
     return "\n".join(lines)
 

@@ -129,8 +129,8 @@ def run_gates_on(
     cross-checked (GateResult.disagreements). With `only` (test ids, as results name them),
     just the gates that run tests run, and a runner that can select tests runs only those:
     pytest (reqdrive's plugin deselects the others), go (`-run` on their top-level names,
-    in every package the command tests) and jest (their files and a `-t` name pattern);
-    vitest, node and others run whole.
+    in every package the command tests), jest and vitest (their files and a `-t` name
+    pattern); node and others run whole.
     A gate whose runner selected them says so in `selected`; an id in `only` missing from
     its `tests` did not run (no such test, or it was not collected)."""
     if not ctx.gates:

@@ -21,6 +21,9 @@ import pytest
 
 RESULTS_VAR = "REQDRIVE_RESULTS"
 ONLY_VAR = "REQDRIVE_ONLY"
+# Set while a session runs, so a pytest the tests start themselves (a subprocess inheriting
+# the environment) knows it is not the gate's and records nothing.
+SESSION_VAR = "REQDRIVE_RESULTS_SESSION"
 LONGREPR_CHARS = 8000  # of one failure's text
 
 _stream: list[IO[str]] = []  # the results file, open for the session (the controller's only)
@@ -46,6 +49,9 @@ def _write(record: dict[str, Any]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    worker = hasattr(config, "workerinput")
+    if os.environ.get(SESSION_VAR) and not worker:
+        return  # started by a test of the gate's session: its tests are not the gate's
     prefix = getattr(config.option, "junitprefix", None)  # --junit-prefix
     if prefix and not _prefix:
         _prefix.append(str(prefix))
@@ -53,8 +59,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if only and not _only:
         with open(only, encoding="utf-8") as listed:
             _only.append({line.strip() for line in listed if line.strip()})
-    if hasattr(config, "workerinput"):  # an xdist worker: its controller reports for it
+    if worker:  # an xdist worker: its controller reports for it
         return
+    os.environ[SESSION_VAR] = str(os.getpid())
     path = os.environ.get(RESULTS_VAR)
     if path and not _stream:
         _stream.append(open(path, "a", encoding="utf-8"))  # noqa: SIM115 (kept for the session)
@@ -106,5 +113,7 @@ def pytest_sessionfinish(exitstatus: int) -> None:
 
 
 def pytest_unconfigure() -> None:
+    if _stream:  # the gate's own session ends: a next one in this process is the gate's too
+        os.environ.pop(SESSION_VAR, None)
     while _stream:
         _stream.pop().close()

@@ -120,11 +120,13 @@ def test_vitest_gets_its_built_in_junit_reporter_not_jest_junit(tmp_path: Path) 
     assert "npm ci" in out
 
 
-def test_jest_without_jest_junit_says_what_to_install(tmp_path: Path) -> None:
+def test_jest_without_jest_junit_runs_jest_itself_for_the_worker_s_own_report(
+    tmp_path: Path,
+) -> None:
     repo = node_project(tmp_path, {"scripts": {"test": "jest"}, "devDependencies": {"jest": "29"}})
     config, out = init(repo)
-    assert config.test_command == "npm test"
-    assert "npm install --save-dev jest-junit" in out
+    assert config.test_command == "npx --no-install jest"
+    assert "jest-junit" not in out
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")

@@ -19,7 +19,8 @@ from tests.integration.test_pipeline import (
 )
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StopReason, StoryRecord, StoryState
-from worker.verdict.judging import Verdict, baseline_changes, judge, readiness
+from worker.verdict.judging import Verdict, judge
+from worker.verdict.readiness import baseline_changes, readiness
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement's own tests, committed before any code: all three fail on the base commit.
@@ -216,27 +217,41 @@ def done(story_id: str, state: StoryState) -> StoryRecord:
             StopReason.ALL_STORIES_PASSED,
             (True, None),
         ),
-        # Unverified stories are fine once the final check is green.
+        # An unverified story never makes the run ready, even with a green final check.
         (
             [StoryState.UNVERIFIED],
             [record("tests", True)],
             ["tests"],
             StopReason.STORIES_SETTLED,
-            (True, None),
+            (False, "1 of 1 stories did not pass: US-1 (unverified)"),
+        ),
+        # Nor do final checks whose results the worker's collectors disagree on.
+        (
+            [StoryState.PASSED],
+            [record("tests", True).model_copy(update={"disagreements": ["exit 0 with x failed"]})],
+            ["tests"],
+            StopReason.ALL_STORIES_PASSED,
+            (
+                False,
+                "the final checks' results cannot be trusted: gate tests: exit 0 with x failed",
+            ),
         ),
         (
-            [StoryState.UNVERIFIED],
-            [record("tests", False, None)],
+            [StoryState.PASSED],
+            [record("tests", True).model_copy(update={"no_results": "gate tests gives none"})],
             ["tests"],
-            StopReason.STORIES_SETTLED,
-            (False, "the final checks fail on the branch: tests"),
+            StopReason.ALL_STORIES_PASSED,
+            (False, "the final checks' results cannot be trusted: gate tests gives none"),
         ),
         (
             [StoryState.PASSED, StoryState.PENDING],
             [record("tests", True)],
             ["tests"],
             StopReason.BUDGET_SPENT,
-            (False, "1 of 2 stories did not pass: US-2 (pending)"),
+            (
+                False,
+                "budget reached (the run's budgetUsd); 1 of 2 stories did not pass: US-2 (pending)",
+            ),
         ),
         (
             [StoryState.PASSED],

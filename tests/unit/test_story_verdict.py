@@ -134,6 +134,57 @@ def test_a_failure_names_its_gate_change_and_runs_no_gate_again() -> None:
     )
 
 
+def test_results_the_collectors_disagree_on_need_review_never_pass() -> None:
+    green = gate(old=PASSED, wanted=PASSED).model_copy(
+        update={"disagreements": ["the command exited 0, though tests failed: wanted"]}
+    )
+    verdict = decide(
+        evidence([green]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+    assert verdict.reason == (
+        "the worker's results disagree: gate tests: the command exited 0, though tests "
+        "failed: wanted"
+    )
+
+
+def test_a_failing_attempt_stays_failed_and_says_its_results_disagree_too() -> None:
+    red = gate(old=PASSED, wanted=FAILED).model_copy(update={"disagreements": ["odd"]})
+    verdict = decide(
+        evidence([red]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert verdict.reason == "wanted still fails; the worker's results disagree: gate tests: odd"
+
+
+def test_a_green_test_gate_without_per_test_results_is_unverified_with_the_config_line() -> None:
+    hint = "gate tests (`npm test`) gives no per-test results; for jest, set `testCommand: ...`"
+    blind = GateResult(
+        name="tests",
+        command="npm test",
+        passed=True,
+        exit_code=0,
+        timed_out=False,
+        duration_s=0.1,
+        no_results=hint,
+    )
+    before = blind.model_copy(update={"passed": False, "exit_code": 1})
+    verdict = decide(
+        Evidence([before], [blind], ["tests"]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.UNVERIFIED
+    assert verdict.reason == hint
+
+
 def test_a_test_that_passed_before_and_flips_without_the_change_is_flaky_and_kept_out() -> None:
     rerun = RerunGiving(["passed", "failed"], ["passed", "failed"])
     verdict = decide(

@@ -131,15 +131,7 @@ def _node(root: Path, found: Detected) -> None:
 
 def _go(found: Detected) -> None:
     found.stack = "go"
-    if shutil.which("gotestsum"):
-        found.test_command = "gotestsum --junitfile reqdrive-junit.xml ./..."
-        found.junit = "reqdrive-junit.xml"
-    else:
-        found.test_command = "go test ./..."
-        found.notes.append(
-            "go test reports no per-test results: install gotestsum and use "
-            "`gotestsum --junitfile reqdrive-junit.xml ./...` with junit: reqdrive-junit.xml"
-        )
+    found.test_command = "go test ./..."  # the worker adds -json and reads each test's result
     found.lint_command = "go vet ./..."
 
 

@@ -76,9 +76,15 @@ class StopReason(StrEnum):
     ALL_STORIES_PASSED = "all stories passed"
     STORIES_SETTLED = "no story left to try"  # some failed or are unverified
     MAX_ITERATIONS = "maxIterations reached"
-    BUDGET_SPENT = "budgetUsd spent"
+    BUDGET_SPENT = "budget reached (the run's budgetUsd)"
+    MONTHLY_BUDGET_SPENT = "budget reached (the installation's monthly budget)"
     CANCELLED = "cancelled"
     SUPERSEDED = "the requirement changed"  # a newer text runs next, on the same branch
+
+    @classmethod
+    def _missing_(cls, value: object) -> StopReason | None:
+        # Checkpoints saved before the budget stops were named "budget reached".
+        return cls.BUDGET_SPENT if value == "budgetUsd spent" else None
 
 
 class TestCheck(BaseModel):

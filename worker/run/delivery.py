@@ -14,14 +14,8 @@ from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
 from worker.verdict.base_debt import base_debt
 from worker.verdict.flaky import flaky_in
-from worker.verdict.judging import (
-    KEPT,
-    baseline_changes,
-    final_failures,
-    readiness,
-    tests_by_id,
-    unclaimed,
-)
+from worker.verdict.judging import KEPT, tests_by_id
+from worker.verdict.readiness import baseline_changes, final_failures, readiness, unclaimed
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StoryRecord, TestCheck
@@ -78,7 +78,30 @@ def decide(
                 f"passes only with its change to what a gate runs ({changes}); "
                 f"with the gates as they were: {again.reason or again.verdict}"
             )
-    return StoryVerdict(outcome, why, judged.tests)
+    return distrusted(StoryVerdict(outcome, why, judged.tests), evidence.results)
+
+
+def distrusted(verdict: StoryVerdict, results: Sequence[GateResult]) -> StoryVerdict:
+    """The verdict held to what the results can show: when the worker's collectors disagree
+    (collected ids against reported ones, the exit code against the results) a pass is
+    "needs review"; when a gate that runs tests gave no per-test results, a pass is
+    "unverified", with the configuration line that would give them. Never "passed"."""
+    disagreeing = [
+        f"gate {g.name}: {'; '.join(g.disagreements)}" for g in results if g.disagreements
+    ]
+    unverified = [g.no_results for g in results if g.no_results]
+    if disagreeing:
+        why = "the worker's results disagree: " + "; ".join(disagreeing)
+        if verdict.outcome is AttemptOutcome.GATES_FAILED:
+            return replace(verdict, reason=f"{verdict.reason}; {why}")
+        if verdict.outcome in (AttemptOutcome.NO_CHANGES, AttemptOutcome.CHECK_FAILED):
+            return verdict
+        return replace(verdict, outcome=AttemptOutcome.NEEDS_REVIEW, reason=why)
+    if unverified and verdict.outcome in (AttemptOutcome.PASSED, AttemptOutcome.NOTHING_TO_CHANGE):
+        return replace(verdict, outcome=AttemptOutcome.UNVERIFIED, reason="; ".join(unverified))
+    if unverified and verdict.outcome is AttemptOutcome.UNVERIFIED:
+        return replace(verdict, reason="; ".join([verdict.reason, *unverified]))
+    return verdict
 
 
 def own_tests(record: StoryRecord) -> list[str]:
@@ -116,7 +139,8 @@ def decide_unchanged(evidence: Evidence) -> StoryVerdict:
     own_pass = all(now.get(t) is TestStatus.PASSED for t in evidence.owned)
     if judged.verdict is Verdict.PASSED and own_pass:
         why = f"its tests pass on the branch as it is: {', '.join(sorted(evidence.owned))}"
-        return StoryVerdict(AttemptOutcome.NOTHING_TO_CHANGE, why, judged.tests)
+        verdict = StoryVerdict(AttemptOutcome.NOTHING_TO_CHANGE, why, judged.tests)
+        return distrusted(verdict, evidence.results)
     return StoryVerdict(AttemptOutcome.NO_CHANGES, "no changes", judged.tests)
 
 

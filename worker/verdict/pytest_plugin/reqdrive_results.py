@@ -25,6 +25,8 @@ ONLY_VAR = "REQDRIVE_ONLY"
 # the environment) knows it is not the gate's and records nothing.
 SESSION_VAR = "REQDRIVE_RESULTS_SESSION"
 LONGREPR_CHARS = 8000  # of one failure's text
+# Collected ids per record: far below the 64 KiB a record may take (pytest_results.py).
+IDS_PER_RECORD = 100
 
 _stream: list[IO[str]] = []  # the results file, open for the session (the controller's only)
 _only: list[set[str]] = []  # the ids to keep, when the worker names them
@@ -82,12 +84,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if not hasattr(config, "workerinput") and not config.pluginmanager.hasplugin("dsession"):
-        _write({"event": "collected", "ids": [junit_id(item.nodeid) for item in session.items]})
+        _write_collected([junit_id(item.nodeid) for item in session.items], {})
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's: the controller collects nothing itself
 def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
-    _write({"event": "collected", "ids": [junit_id(nodeid) for nodeid in ids], "node": True})
+    _write_collected([junit_id(nodeid) for nodeid in ids], {"node": True})
+
+
+def _write_collected(ids: list[str], extra: dict[str, object]) -> None:
+    """The collected ids, IDS_PER_RECORD to a record: the worker reads a record up to a
+    bounded length, and a real suite's ids (parametrized, 1,000 and more) pass it in one."""
+    for start in range(0, len(ids), IDS_PER_RECORD):
+        _write({"event": "collected", "ids": ids[start : start + IDS_PER_RECORD], **extra})
+    if not ids:
+        _write({"event": "collected", "ids": [], **extra})
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:

@@ -14,6 +14,7 @@ from worker.report.story_states import (
     STATE_ICONS,
     attempt_outcome,
     count_stories,
+    frozen_note,
     gate_summary,
     plural,
     story_counts,
@@ -145,9 +146,10 @@ class ConsoleReporter:
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
         gates = gate_summary(attempt)
         detail = f" [{gates}]" if gates else ""
+        frozen = frozen_note(story)
         self._say(
             f"  {story.id} attempt {attempt.attempt} {attempt_outcome(attempt)}{detail} "
-            f"→ story {story.state} ({attempt.duration_s:.1f}s)"
+            f"→ story {story.state} ({attempt.duration_s:.1f}s)" + (f"; {frozen}" if frozen else "")
         )
 
     def run_finished(self, result: RunResult) -> None:

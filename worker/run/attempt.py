@@ -16,7 +16,7 @@ from worker.report.inert_text import neutralize
 from worker.run.calls import call_agent, run_gates_on
 from worker.run.context import RunContext
 from worker.run.resume import story_trailer
-from worker.run.tests_call import TestsCall, frozen_owned
+from worker.run.tests_call import TestsCall, changed_passing, frozen_owned
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
 from worker.verdict.judging import (
     MISSING,
@@ -244,7 +244,7 @@ class StoryAttempt:
             ),
             gates_as_they_were=gates_as_they_were,
         )
-        outcome, why = self._changed_passing(verdict.outcome, verdict.reason)
+        outcome, why = changed_passing(self.frozen, self.record, verdict.outcome, verdict.reason)
         failed = outcome is AttemptOutcome.GATES_FAILED
         if failed:  # its patch is kept in the run folder, its commit not on the branch
             patch = ctx.folder.patch_path(self.iteration).name
@@ -307,19 +307,6 @@ class StoryAttempt:
         if found:
             log.warning("test side reverted", extra={"run_id": ctx.spec.run_id, "paths": found})
         self.tests_reverted += found
-
-    def _changed_passing(self, outcome: AttemptOutcome, why: str) -> tuple[AttemptOutcome, str]:
-        """A pass resting on existing tests the story changed (changesTests) needs review."""
-        changed = self.frozen.changed_passing if self.frozen else []
-        if outcome is not AttemptOutcome.PASSED or not changed:
-            return outcome, why
-        reasons = {c.path: c.reason for c in self.record.changes_tests}
-        shown = ", ".join(changed)
-        said = "; ".join(f"{p}: {r}" for p, r in reasons.items())
-        return (
-            AttemptOutcome.NEEDS_REVIEW,
-            f"it changed passing tests ({shown}) as its plan said ({said})",
-        )
 
     def _gather(self) -> list[str]:
         """The agent's work staged on `pre`; the forbidden paths it wrote (reverted)."""

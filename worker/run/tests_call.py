@@ -165,6 +165,20 @@ def frozen_owned(frozen: FrozenTests, after: Mapping[str, object]) -> dict[str, 
     return owned
 
 
+def changed_passing(
+    frozen: FrozenTests | None, record: StoryRecord, outcome: AttemptOutcome, why: str
+) -> tuple[AttemptOutcome, str]:
+    """A pass resting on existing tests the story changed (changesTests) needs review."""
+    changed = frozen.changed_passing if frozen else []
+    if outcome is not AttemptOutcome.PASSED or not changed:
+        return outcome, why
+    said = "; ".join(f"{c.path}: {c.reason}" for c in record.changes_tests)
+    return (
+        AttemptOutcome.NEEDS_REVIEW,
+        f"it changed passing tests ({', '.join(changed)}) as its plan said ({said})",
+    )
+
+
 def _file_of(test_id: str, changed: Sequence[str]) -> str | None:
     classname = test_id.split("::", 1)[0]
     parts = classname.split(".")

@@ -94,6 +94,8 @@ class GatesMode(StrEnum):
 class TestsMode(StrEnum):
     """How a story's tests are written: frozen before its code, or in the same call."""
 
+    __test__ = False  # a domain name, not a test class for pytest to collect
+
     FIRST = "first"  # a tests call, its tests proven and committed, then the implement call
     TOGETHER = "together"  # one call writes tests and code; the tests are not frozen
 

@@ -213,6 +213,7 @@ class StoryAttempt:
             return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
         reference = reference_gates(cp.stories, cp.baseline or [])
         changed = changed_files(path, pre, commit)
+        since_start = changed if pre == self.start else changed_files(path, self.start, commit)
         before = tests_by_id(reference) or {}
         # Frozen: the story is judged on its frozen tests, proven on its parent already.
         frozen = frozen_owned(self.frozen, tests_by_id(gates) or {}) if self.frozen else None
@@ -227,11 +228,12 @@ class StoryAttempt:
             owned={*record.tests, *added},
             added=added,
             rewritten=rewritten_tests(path, pre, commit, changed, {*record.tests, *existing}),
-            gate_changes=gate_inputs(path, pre, commit, changed, ctx.gates),
+            # From the story's start: a gate script its tests call changed counts too.
+            gate_changes=gate_inputs(path, self.start, commit, since_start, ctx.gates),
         )
 
         def gates_as_they_were() -> list[GateResult]:
-            restore_paths(path, pre, evidence.gate_changes)
+            restore_paths(path, self.start, evidence.gate_changes)
             self._lay_over_frozen(by_checks=True)
             return run_gates_on(ctx, f"{self.label}.restored", fail_fast=False)
 

@@ -64,7 +64,10 @@ class TestsCall:
                 return FrozenTests(parent=self.start, reverted=reverted), AttemptRecord(
                     outcome=AttemptOutcome.PASSED, **base
                 )
-            why = "the tests call wrote no test for the story" + noted
+            why = "the tests call wrote no test for the story"
+            if self.record.tests:  # the plan's own tests pass already
+                why += " (its tests passed before the story: nothing shows it done)"
+            why += noted
             return None, self._back(AttemptOutcome.TESTS_REFUSED, why, base)
         scanner = SecretScanner(ctx.redactor, ctx.spec.limits.scan_deadline_s)
         if refused := scanner.scan_change(ctx.git.path, self.start):

@@ -93,8 +93,9 @@ class TestSide:
         return matches_any(path, list(self.globs))
 
     def reaches(self, path: str) -> bool:
-        """Is this path, or a file a folder here could hold, on the test side?"""
-        return self.covers(path) or self.covers(f"{path}/x") or self.covers(f"{path}/test_x.py")
+        """Is this path, or anything a folder here holds, on the test side? (A link to a
+        folder is refused wherever it is: frozen_side.py.)"""
+        return self.covers(path) or self.covers(f"{path}/x")
 
 
 def default_test_paths(ecosystems: Iterable[str]) -> list[str]:

@@ -324,3 +324,49 @@ def test_a_retry_keeps_the_frozen_tests_and_repeats_only_the_implement_call(
     assert record.frozen is not None
     assert [a.frozen_commit for a in record.attempts] == [record.frozen.commit] * 2
     assert project.branch_log() == ["test: [US-001] - Multiply", "feat: [US-001] - Multiply"]
+
+
+GREET = 'def greet():\n    return "hello"\n'
+GREET_TEST = 'import calc\n\n\ndef test_greet():\n    assert calc.greet() == "hello"\n'
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_passing_test_changed_on_the_plans_word_needs_review_and_otherwise_is_refused(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox, declared: bool
+) -> None:
+    project = make_project(
+        {"testCommand": PLAIN_PYTEST, "maxStoryRetries": 1},
+        {"calc.py": GREET, "tests/__init__.py": "", "tests/test_greet.py": GREET_TEST},
+    )
+    story = {
+        "id": "US-001",
+        "title": "Greet the world",
+        "acceptanceCriteria": ["greet() says Hello, world"],
+        "priority": 1,
+    }
+    if declared:
+        story["changesTests"] = [{"path": "tests/test_greet.py", "reason": "the greeting changes"}]
+    changed = GREET_TEST.replace('"hello"', '"Hello, world"')
+    steps = cheat(
+        {"write": {"tests/test_greet.py": changed}},
+        {"write": {"calc.py": GREET.replace('"hello"', '"Hello, world"')}},
+    )
+    data = {"plan": [{"prd": {"userStories": [story]}}], "stories": {"US-001": steps}}
+    result = run_sandboxed(project, agent_io, sandbox, data, gate_path=GATE_PATH)
+
+    record = result.stories[0]
+    assert not result.ready
+    if declared:
+        assert record.state is StoryState.NEEDS_REVIEW, [a.reason for a in record.attempts]
+        assert record.frozen is not None
+        assert record.frozen.changed_passing == ["tests.test_greet::test_greet"]
+        assert "the greeting changes" in record.attempts[0].reason
+        body = (project.run_dir() / "pr.md").read_text()
+        assert "changed a passing test: `tests.test_greet::test_greet`" in body
+    else:
+        assert record.state is StoryState.FAILED and record.frozen is None
+        attempt = record.attempts[0]
+        assert attempt.outcome is AttemptOutcome.TESTS_REFUSED
+        assert "tests.test_greet::test_greet is an existing test the plan does not let" in (
+            attempt.reason
+        )

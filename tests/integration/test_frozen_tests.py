@@ -5,12 +5,14 @@ in the App's sandbox, cheating on a real pytest suite in a real git repository."
 from __future__ import annotations
 
 import shutil
+import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, Project, git, project_factory
+from tests.integration.test_pipeline import GITIGNORE, MakeProject, Project, git, project_factory
 from tests.integration.test_pipeline_judging import GATE_PATH, PLAIN_PYTEST
 from tests.integration.test_pipeline_sandbox import run as run_sandboxed
 from worker.confine.sandbox import Sandbox
@@ -185,10 +187,11 @@ def test_tests_replaced_by_a_link_to_a_gutted_copy_is_refused(
     make_project: MakeProject, agent_io: Path, sandbox: Sandbox
 ) -> None:
     project = calc_project(make_project)
+    # The copy is a hidden folder, which pytest does not collect: only the link shows it.
     gut = (
-        "cp -r tests gutted && "
+        "cp -r tests .gutted && "
         "printf 'def test_add():\\n    pass\\n\\n\\ndef test_mul():\\n    pass\\n' "
-        "> gutted/test_calc.py && rm -rf tests && ln -s gutted tests"
+        "> .gutted/test_calc.py && rm -rf tests && ln -s .gutted tests"
     )
     story = cheat({}, {"write": {"calc.py": WRONG_MUL}, "run": ["sh", "-c", gut]})
     result = run(project, agent_io, sandbox, story)
@@ -248,14 +251,18 @@ def test_pytest_settings_in_pyproject_are_reverted_and_its_dependencies_kept(
     project = calc_project(make_project)
     pyproject = (
         '[project]\nname = "calc"\nversion = "1"\ndependencies = ["attrs"]\n\n'
-        '[tool.pytest.ini_options]\naddopts = "-q --deselect tests/test_calc.py::test_mul"\n'
+        '[tool.pytest.ini_options]\naddopts = "-q -p forging_plugin"\n'
     )
-    writes = {"calc.py": WRONG_MUL, "pyproject.toml": pyproject}
+    writes = {
+        "calc.py": WRONG_MUL,
+        "forging_plugin.py": FORGING_PLUGIN,
+        "pyproject.toml": pyproject,
+    }
     result = run(project, agent_io, sandbox, cheat({}, {"write": writes}))
     story = assert_caught(result, "pyproject.toml")
     # The change to the dependencies is the code's: kept in the attempt's patch.
     patch = (project.run_dir() / "iteration-1.patch").read_text()
-    assert 'dependencies = ["attrs"]' in patch and "--deselect" not in patch
+    assert 'dependencies = ["attrs"]' in patch and 'forging_plugin"' not in patch
     assert story.attempts[-1].commit is None
 
 
@@ -370,3 +377,39 @@ def test_a_passing_test_changed_on_the_plans_word_needs_review_and_otherwise_is_
         assert "tests.test_greet::test_greet is an existing test the plan does not let" in (
             attempt.reason
         )
+
+
+# The setup makes a virtualenv (ignored by git) whose site-packages also see this suite's.
+VENV_SETUP = f"""set -e
+python3 -m venv --without-pip .venv
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "{sysconfig.get_paths()["purelib"]}" > "$site/suite.pth"
+"""
+
+
+def test_a_pth_file_dropped_into_the_setups_ignored_virtualenv_is_removed(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    project = make_project(
+        {
+            "setup": "bash setup.sh",
+            "testCommand": ".venv/bin/python -m pytest -q -p no:cacheprovider",
+            "maxStoryRetries": 1,
+        },
+        {
+            ".gitignore": GITIGNORE + ".venv/\n",
+            "setup.sh": VENV_SETUP,
+            "calc.py": CALC,
+            "tests/__init__.py": "",
+            "tests/test_calc.py": BASE_TESTS + MUL_TEST,
+        },
+    )
+    site = f".venv/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+    writes = {
+        "calc.py": WRONG_MUL,
+        # Python runs a .pth file's import lines at start-up: this one fixes mul for the checks.
+        f"{site}/zz_fix.pth": "import calc_fix\n",
+        f"{site}/calc_fix.py": SITECUSTOMIZE,
+    }
+    result = run(project, agent_io, sandbox, cheat({}, {"write": writes}))
+    assert_caught(result, f"{site}/zz_fix.pth")

@@ -46,6 +46,17 @@ def story(n: int, priority: int | None = None) -> dict[str, Any]:
     }
 
 
+def story_commits(*numbers: int) -> list[str]:
+    """The branch's commits for these stories, oldest first: each story's frozen tests, then
+    its code (tests: first, the default)."""
+    return [f"{kind}: [US-00{n}] - Feature {n}" for n in numbers for kind in ("test", "feat")]
+
+
+def story_calls(*numbers: int, attempt: int = 1) -> list[str]:
+    """The agent calls of these stories' attempts: its tests call, then its implement call."""
+    return [call for n in numbers for call in (f"US-00{n} {attempt} tests", f"US-00{n} {attempt}")]
+
+
 def prd(count: int) -> dict[str, Any]:
     return {
         "version": "1",

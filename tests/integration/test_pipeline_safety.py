@@ -31,7 +31,7 @@ def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
 
 
-def tests_of(steps: dict[str, Any]) -> dict[str, str]:
+def frozen_part(steps: dict[str, Any]) -> dict[str, str]:
     return {k: v for k, v in steps["write"].items() if k.startswith("tests/")}
 
 
@@ -48,7 +48,7 @@ def test_a_hanging_agent_is_killed_at_the_timeout_with_its_setsid_child(
                 "US-001": [
                     {
                         # Its tests are frozen; the implement call hangs.
-                        "tests": {"write": tests_of(implement(1))},
+                        "tests": {"write": frozen_part(implement(1))},
                         "implement": {
                             "hang": 300,
                             "pids_file": str(pids_file),

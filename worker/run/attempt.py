@@ -84,7 +84,7 @@ class StoryAttempt:
                 if refused is not None:
                     return refused
             prompt = ctx.renderer.render(STORY_TEMPLATE, **self._prompt_values())
-            outcome = call_agent(ctx, self.iteration, prompt)
+            outcome = call_agent(ctx, self.iteration, prompt, start=self.pre)
             base = self._fields(outcome)
             return self._after_call(outcome, base)
         except tuple(ATTEMPT_FAILURES) as error:
@@ -145,6 +145,7 @@ class StoryAttempt:
             git.restore(self.start)
             if self.frozen is not None and self.frozen.tests:
                 why = "no changes: its frozen tests fail without the story's code"
+                why += f" (agent: {outcome.error})" if outcome.error else ""
                 why = _joined(why, _tests_reverted_note(self.record.id, self.tests_reverted))
                 outcome_ = AttemptOutcome.NO_CHANGES
                 return AttemptRecord(

@@ -16,8 +16,12 @@ from worker.run.context import RunContext
 from worker.verdict.gates import run_gates
 
 
-def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
-    """One agent call on the worktree with this prompt; its cost is the run's."""
+def call_agent(
+    ctx: RunContext, label: str | int, prompt: str, *, start: str | None = None
+) -> AgentOutcome:
+    """One agent call on the worktree with this prompt, from `start` (the checkpoint's head
+    unless given: an implement call starts on its story's frozen tests); its cost is the
+    run's."""
     folder = ctx.folder
     prompt_path = folder.write_text(folder.prompt_path(label).name, prompt)
     sandbox = _agent_sandbox(ctx)
@@ -41,7 +45,7 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
         (ctx.git.path, places.home, places.handoff, places.git_view), ctx.spec.limits
     ):
         # Its files go and the attempt fails: the disk is the host's, not the agent's.
-        ctx.git.restore(ctx.cp.head_sha, ignored_too=True)
+        ctx.git.restore(start or ctx.cp.head_sha, ignored_too=True)
         empty_folders((places.home, places.handoff, places.git_view))
         outcome = replace(outcome, error=over)
     folder.sweep()

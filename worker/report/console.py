@@ -32,7 +32,7 @@ STEP_WORDS = {
 GATE_RUN_SUFFIXES = {
     ".parent": ", its new tests on the parent (must fail)",
     ".restored": ", the checks as they were before its change",
-    ".tests": ", its tests before its code (new ones must fail)",
+    "-tests": ", its tests before its code (new ones must fail)",
 }
 COMMAND_CHARS = 40
 
@@ -110,7 +110,7 @@ class ConsoleReporter:
     def _agent_call(self, label: str) -> str:
         if label.startswith("plan-"):
             return f"plan (attempt {label.removeprefix('plan-')})"
-        if label.endswith(".tests"):  # a story's tests call, before its implement call
+        if label.endswith("-tests"):  # a story's tests call, before its implement call
             return f"{self._attempt}, its tests call" if self._attempt else f"iteration {label}"
         return self._attempt or f"iteration {label}"
 

@@ -20,6 +20,8 @@ from worker.verdict.story_verdict import proven_tests
 from worker.verdict.tampering import changed_files, gate_inputs, rewritten_tests
 
 PROBLEMS_SHOWN = 5
+# What a tests call's artifacts add to its iteration's names: iteration-3-tests.log, ...
+TESTS_CALL = "-tests"
 
 
 class TestsCall:
@@ -32,7 +34,8 @@ class TestsCall:
         self.ctx, self.record = ctx, record
         self.iteration, self.number = iteration, number
         self.start = ctx.cp.head_sha
-        self.label = f"{ctx.folder.gates_label(iteration)}.tests"
+        # "-tests", never ".tests": a gate named `tests` writes <label>.tests.log.
+        self.label = f"{ctx.folder.gates_label(iteration)}{TESTS_CALL}"
 
     def run(self, prompt_values: dict[str, object]) -> tuple[FrozenTests | None, AttemptRecord]:
         """The frozen tests, or None and the refused attempt's record; the record also carries
@@ -40,7 +43,7 @@ class TestsCall:
         ctx, side = self.ctx, self.ctx.test_side
         ignored = ignored_test_files(ctx.git.path, side)
         prompt = ctx.renderer.render(TESTS_TEMPLATE, **prompt_values)
-        outcome = call_agent(ctx, f"{self.iteration}.tests", prompt)
+        outcome = call_agent(ctx, f"{self.iteration}{TESTS_CALL}", prompt)
         base: dict[str, Any] = {
             "iteration": self.iteration,
             "attempt": self.number,
@@ -84,7 +87,9 @@ class TestsCall:
             why = "its tests were not frozen: " + "; ".join(problems[:PROBLEMS_SHOWN])
             more = len(problems) - PROBLEMS_SHOWN
             why += (f"; and {more} more" if more > 0 else "") + noted
-            patch = ctx.folder.patch_path(self.iteration).name.replace(".patch", ".tests.patch")
+            patch = ctx.folder.patch_path(self.iteration).name.replace(
+                ".patch", f"{TESTS_CALL}.patch"
+            )
             ctx.folder.write_text(patch, ctx.git.diff(self.start, commit) + "\n")
             record = self._back(AttemptOutcome.TESTS_REFUSED, why, base)
             return None, record.model_copy(update={"gates": gates})

@@ -4,6 +4,7 @@ in the App's sandbox, cheating on a real pytest suite in a real git repository."
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import sysconfig
@@ -148,6 +149,8 @@ def test_an_honest_story_writes_its_tests_first_then_its_code_and_is_ready(
     ]
     body = (project.run_dir() / "pr.md").read_text()
     assert frozen.commit[:12] in body
+    run_json = json.loads((project.run_dir() / "run.json").read_text())
+    assert run_json["frozen_tests"] == {"US-001": frozen.commit}
 
 
 def project_calls(agent_io: Path) -> list[str]:

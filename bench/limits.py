@@ -67,7 +67,7 @@ def write_report(path: Path, cases: int) -> None:
 
 def measure_junit(way: str, report: Path) -> dict[str, Any]:
     """Run in a fresh interpreter: read the report one way, say the time and peak memory."""
-    from worker.verdict.gates import read_junit
+    from worker.verdict.junit_report import read_junit
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()

@@ -257,7 +257,10 @@ def _worker(args: argparse.Namespace) -> int:
         Sweeper(runtime, every_s=settings.reqdrive_recovery_sweep_s).start()
     # JSON jobs (plain arguments), and only reqdrive's own functions: bot/jobs/worker_class.py.
     worker = ReqdriveWorker(
-        [settings.reqdrive_queue], connection=connection, secrets=service_secrets(settings)
+        [settings.reqdrive_queue],
+        connection=connection,
+        secrets=service_secrets(settings),
+        max_concurrent_runs=settings.reqdrive_max_concurrent_runs,
     )
     # RQ adds no handler of its own when the root logger has ours (configure_logging).
     worker.work(burst=args.burst, with_scheduler=True, logging_level=settings.reqdrive_log_level)

@@ -40,3 +40,4 @@ class RunRequest(BaseModel):
     base_sha: str | None = None  # for a scan: the commit the branch was at before the push
     comment_id: int | None = None
     branch: str | None = None  # a closed pull request's head branch
+    merged: bool | None = None  # whether that pull request was merged (closed without, if not)

@@ -75,3 +75,12 @@ class RunCancelled(ReqdriveError):
 
 class SandboxUnavailable(ReqdriveError):
     """No sandbox can be made on this machine; the message says how to get one or opt out."""
+
+
+class BudgetReached(ReqdriveError):
+    """No agent call may start: the run's budgetUsd or the installation's monthly budget is
+    spent; the message says which, and what was spent."""
+
+    def __init__(self, message: str, *, shared: bool = False) -> None:
+        super().__init__(message)
+        self.shared = shared  # the budget shared beyond this run (the installation's month)

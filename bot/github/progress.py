@@ -60,6 +60,10 @@ def _story_line(story: StoryRecord, *, running: bool) -> str:
         line += f"\n  - last attempt: {why[:300]}"
         if failing:
             line += "\n  - failing: " + ", ".join(f"`{inline_code(t)}`" for t in failing[:10])
+    flaky = [c.id for c in story.attempts[-1].tests if c.flaky] if story.attempts else []
+    if flaky:
+        shown = ", ".join(f"`{inline_code(t)}`" for t in flaky[:10])
+        line += f"\n  - flaky, kept out of the verdict: {shown}"
     return line
 
 

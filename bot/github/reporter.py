@@ -26,7 +26,7 @@ from bot.github.progress import (
     next_steps,
 )
 from bot.stores.runs import RunRecord, RunRecords
-from worker.exceptions import RepoConfigError
+from worker.exceptions import BudgetReached, RepoConfigError
 from worker.model.gates import GateResult
 from worker.model.state import (
     AttemptOutcome,
@@ -62,6 +62,7 @@ class Outcome:
 CONCLUSIONS = {
     StopReason.CANCELLED: Outcome.CANCELLED,
     StopReason.BUDGET_SPENT: Outcome.ACTION_REQUIRED,
+    StopReason.MONTHLY_BUDGET_SPENT: Outcome.ACTION_REQUIRED,
     StopReason.SUPERSEDED: Outcome.NEUTRAL,
 }
 
@@ -170,7 +171,7 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
         self, step: str, message: str, *, error_type: str = "", conclusion: str | None = None
     ) -> None:
         if conclusion is None:  # a configuration the user must fix, or a fault
-            config = error_type == RepoConfigError.__name__
+            config = error_type in {RepoConfigError.__name__, BudgetReached.__name__}
             conclusion = Outcome.ACTION_REQUIRED if config else Outcome.FAILURE
             if error_type == "JobTimeoutException":  # rq stopped the job at its timeout
                 conclusion = Outcome.TIMED_OUT

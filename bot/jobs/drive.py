@@ -15,11 +15,13 @@ from rq import get_current_job
 from bot.github.auth import RUN_PERMISSIONS
 from bot.github.client import RepoClient
 from bot.github.reporter import GitHubReporter
+from bot.jobs.lifecycle import forget_run
 from bot.jobs.runtime import Runtime
 from bot.ops.metrics import MeteredReporter
 from bot.stores.metrics import record_run
 from bot.stores.run_locks import RedisRunLock, legacy_lock_held, run_lock_key
 from bot.stores.runs import RunRecord
+from bot.stores.spend import InstallationBudget
 from worker.confine.sandbox import api_hosts, readonly_paths, sandbox_for
 from worker.exceptions import RunLockHeld
 from worker.git.runner import GitCredentials
@@ -141,30 +143,48 @@ def execute(
     )
     if note:
         reporter.note(note)
-    with run_lock(rt, record) as lock:
-        monitor = Monitor(rt, record, cancel, lock)
-        monitor.start()
-        try:
-            spec = _spec(rt, record, plan_only=plan_only)
-            metered = MeteredReporter(reporter, rt.conn)
-            pipeline = Pipeline(spec, reporter=metered, checkpoints=rt.checkpoints, cancel=cancel)
-            return pipeline.run()
-        except Exception as error:
-            log.exception("run failed", extra={"run_id": record.run_id})
-            if "pipeline" not in locals():  # a pipeline reports (and counts) its own failure
-                record_run(rt.conn, "failed")
-            step = getattr(pipeline, "step", "start") if "pipeline" in locals() else "start"
-            # The reporter picks the conclusion from the error's type: a config error is
-            # action_required, rq's JobTimeoutException (the job's timeout) timed_out.
-            kind = type(error).__name__
-            reporter.run_failed(str(step), str(error) or kind, error_type=kind)
-            return None
-        finally:
-            monitor.stopping.set()
-            monitor.join()
-            rt.records.ended(record.run_id)
-            rt.records.clear_cancel(record.run_id)
-            _rerun_if_asked(rt, record)
+    try:
+        with run_lock(rt, record) as lock:
+            return _locked_run(rt, record, reporter, cancel, lock, plan_only=plan_only)
+    finally:
+        # Its pull request closed (or the App uninstalled) while it ran: now that it stopped
+        # and freed its lock, its state goes (bot/jobs/lifecycle.py).
+        if rt.records.gone(record.run_id) is not None:
+            forget_run(rt, record)
+
+
+def _locked_run(
+    rt: Runtime,
+    record: RunRecord,
+    reporter: GitHubReporter,
+    cancel: threading.Event,
+    lock: RedisRunLock,
+    *,
+    plan_only: bool,
+) -> RunResult | None:
+    monitor = Monitor(rt, record, cancel, lock)
+    monitor.start()
+    try:
+        spec = _spec(rt, record, plan_only=plan_only)
+        metered = MeteredReporter(reporter, rt.conn)
+        pipeline = Pipeline(spec, reporter=metered, checkpoints=rt.checkpoints, cancel=cancel)
+        return pipeline.run()
+    except Exception as error:
+        log.exception("run failed", extra={"run_id": record.run_id})
+        if "pipeline" not in locals():  # a pipeline reports (and counts) its own failure
+            record_run(rt.conn, "failed")
+        step = getattr(pipeline, "step", "start") if "pipeline" in locals() else "start"
+        # The reporter picks the conclusion from the error's type: a config error is
+        # action_required, rq's JobTimeoutException (the job's timeout) timed_out.
+        kind = type(error).__name__
+        reporter.run_failed(str(step), str(error) or kind, error_type=kind)
+        return None
+    finally:
+        monitor.stopping.set()
+        monitor.join()
+        rt.records.ended(record.run_id)
+        rt.records.clear_cancel(record.run_id)
+        _rerun_if_asked(rt, record)
 
 
 def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec:
@@ -184,6 +204,9 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
     return RunSpec(
         plan_only=plan_only,
         superseded=lambda: rt.reruns.waiting(record.job_id),
+        shared_budget=InstallationBudget(
+            rt.spend, record.installation_id, record.run_id, settings.reqdrive_monthly_budget_usd
+        ),
         run_id=record.run_id,
         requirement=Requirement(
             text=record.text, source=record.source, slug=record.slug, repo_path=record.repo_path

@@ -18,6 +18,7 @@ from bot.jobs.handlers import (
     handle_status,
 )
 from bot.jobs.job_frame import run_job
+from bot.jobs.lifecycle import drop_installation_runs, forget_run
 from bot.jobs.runtime import current
 from bot.requests import JobKind, RunRequest
 
@@ -60,21 +61,20 @@ def close_run(**arguments: Any) -> dict[str, object]:
 
 
 def drop_installation(**arguments: Any) -> dict[str, object]:
-    """The App was uninstalled: its tokens are forgotten and its running runs stopped. No API
-    call: the installation's tokens stopped working with the uninstall."""
+    """The App was uninstalled: its tokens are forgotten, its running runs stopped and every
+    run's state, its spend and run slots removed. No API call: the installation's tokens
+    stopped working with the uninstall."""
     request = RunRequest.model_validate(arguments)
     if request.kind is not JobKind.UNINSTALL or request.installation_id is None:
         raise ValueError(f"a {request.kind} request reached the uninstall job")
     rt = current()
-    dropped = rt.app.auth.drop_installation(request.installation_id)
-    stopped = []
-    for run_id in rt.records.active():
-        record = rt.records.load(run_id)
-        if record is not None and record.installation_id == request.installation_id:
-            rt.records.request_cancel(run_id)
-            stopped.append(run_id)
-    rt.writes.forget(request.installation_id)
-    extra = {"installation_id": request.installation_id, "runs": stopped}
+    installation = request.installation_id
+    dropped = rt.app.auth.drop_installation(installation)
+    stopped = drop_installation_runs(rt, installation)
+    rt.writes.forget(installation)
+    rt.spend.forget(installation)  # a new install of the App is a new installation id
+    rt.slots.forget(installation)
+    extra = {"installation_id": installation, "runs": stopped}
     log.info("installation dropped", extra=extra)
     return {"status": "dropped", "tokens": dropped, "runs_stopped": stopped}
 
@@ -93,6 +93,9 @@ def resume_run(run_id: str) -> dict[str, object]:
     record = rt.records.load(run_id)
     if record is None:
         return {"status": "unknown run"}
+    if (gone := rt.records.gone(run_id)) is not None:  # its pull request closed, or uninstalled
+        forget_run(rt, record)
+        return {"status": f"not resumed: {gone}", "run_id": run_id}
     client = rt.app.client(record.installation_id, record.repo, RUN_PERMISSIONS)
     record.resumed += 1
     note = (

@@ -8,6 +8,7 @@ from bot.github.client import RepoClient
 from bot.github.progress import PROGRESS_MARKER, Progress
 from bot.jobs.drive import AlreadyRunning, execute, reset_stories
 from bot.jobs.job_frame import Answer, reply
+from bot.jobs.lifecycle import close_pull
 from bot.jobs.preflight import (
     Refusal,
     RepoContext,
@@ -22,6 +23,7 @@ from bot.jobs.push_scan import changed_requirement_files
 from bot.jobs.runtime import Runtime
 from bot.requests import JobKind, RunRequest
 from bot.stores.runs import RunRecord
+from bot.stores.spend import month_of
 from bot.web.enqueue import Enqueuer
 from worker.run.spec import Requirement
 
@@ -36,7 +38,7 @@ HELP = """reqdrive understands these commands (on a requirement issue or a reqdr
 - `/reqdrive retry US-003`: run that story again (attempts reset), then the final checks
 - `/reqdrive retry`: run every story that did not pass again
 - `/reqdrive cancel`: stop the running run; what passed is pushed and the PR stays a draft
-- `/reqdrive status`: reply with the run's state
+- `/reqdrive status`: reply with the run's state and what its agents cost
 - `/reqdrive help`: this list"""
 
 
@@ -107,11 +109,7 @@ def handle_cancel(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
 
 
 def handle_close(rt: Runtime, client: RepoClient, request: RunRequest) -> Answer:
-    record = rt.records.for_branch(request.repo, request.branch or "")
-    if record is None or not rt.records.alive(record.run_id):
-        return {"status": "nothing running"}
-    rt.records.request_cancel(record.run_id)
-    return {"status": "cancel requested", "run_id": record.run_id}
+    return close_pull(rt, request, merged=bool(request.merged))
 
 
 def handle_status(rt: Runtime, client: RepoClient, request: RunRequest) -> Answer:
@@ -125,9 +123,22 @@ def handle_status(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
     progress.status = f"**Run `{record.run_id}`: {state}**{at_step}"
     if record.pull_number:
         progress.notes.append(f"Pull request: #{record.pull_number}")
+    progress.notes.append(_spend(rt, record, cp.cost_usd if cp else 0.0))
     body = progress.render(record.run_id).replace(PROGRESS_MARKER.format(run_id=record.run_id), "")
     reply(client, request, body.strip())
     return {"status": state, "run_id": record.run_id}
+
+
+def _spend(rt: Runtime, record: RunRecord, run_usd: float) -> str:
+    """What this run's agents cost, and its installation's this month against its budget."""
+    month = month_of(rt.spend.clock())
+    total = rt.spend.total(record.installation_id)
+    limit = rt.settings.reqdrive_monthly_budget_usd
+    cap = f" of its ${limit:.2f} monthly budget" if limit is not None else ""
+    return (
+        f"Agent spend: this run ${run_usd:.2f}; this installation ${total:.2f}{cap} in "
+        f"{month} (UTC)."
+    )
 
 
 def handle_help(rt: Runtime, client: RepoClient, request: RunRequest) -> Answer:
@@ -147,6 +158,11 @@ def _record(
 ) -> RunRecord:
     run_id = run_id_for(request.repo, req)
     known = rt.records.load(run_id)
+    if known is not None and rt.records.gone(run_id) is not None:
+        # Its pull request was closed and its state removed: asked again on the issue, it
+        # runs afresh from the branch as pushed, and opens a pull request of its own.
+        rt.records.clear_gone(run_id)
+        known.pull_number, known.check_run_id = None, None
     if known is not None:
         return known
     on_issue = req.source.startswith("ISSUE-")

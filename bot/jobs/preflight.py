@@ -109,6 +109,12 @@ def run_id_for(repo: str, requirement: Requirement) -> str:
     return f"{requirement.slug[:60]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
+PULL_CLOSED = (
+    "This pull request is {state}, so reqdrive does nothing more on it: its runs were stopped "
+    "and their state removed."
+)
+
+
 def run_of_pull(client: RepoClient, records: RunRecords, number: int) -> RunRecord:
     """The run a pull request belongs to: its reqdrive/ branch and the run marker in its body,
     never free text from the comment."""
@@ -117,6 +123,8 @@ def run_of_pull(client: RepoClient, records: RunRecords, number: int) -> RunReco
     match = RUN_MARKER_RE.search(body)
     if not branch.startswith(BRANCH_PREFIX) or match is None:
         raise Refusal("This pull request was not opened by reqdrive, so there is no run to act on.")
+    if pull.state == "closed":
+        raise Refusal(PULL_CLOSED.format(state="merged" if pull.merged else "closed"))
     record = records.load(match["run_id"]) or records.for_branch(client.full_name, branch)
     if record is None or record.branch != branch:
         raise Refusal("reqdrive has no record of this pull request's run (it may have expired).")

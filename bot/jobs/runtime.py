@@ -17,7 +17,9 @@ from bot.github.client import ClientSettings, GitHubApp
 from bot.ops.settings import Settings, load_settings
 from bot.stores.checkpoints import RedisCheckpointStore
 from bot.stores.deliveries import Reruns
+from bot.stores.run_slots import RunSlots
 from bot.stores.runs import RunRecords
+from bot.stores.spend import SpendStore
 from bot.stores.write_budget import WriteBudget
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -35,6 +37,8 @@ class Runtime:
     reruns: Reruns
     writes: WriteBudget
     queue: Queue
+    spend: SpendStore  # the agents' cost per installation and month
+    slots: RunSlots  # runs holding a worker per installation (taken by the worker class)
     # The worker's environment as it was at start: the engine takes the agent's allowlisted
     # variables (PATH, locale, its API key) from it through RunSpec, never from os.environ.
     environment: dict[str, str]
@@ -80,6 +84,8 @@ def configure(
         reruns=Reruns(conn),
         writes=budget,
         queue=Queue(settings.reqdrive_queue, connection=conn, serializer=JSONSerializer),
+        spend=SpendStore(conn),
+        slots=RunSlots(conn),
         environment=dict(os.environ),
     )
     return _current

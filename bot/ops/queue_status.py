@@ -85,6 +85,8 @@ def _line(state: str, job: Job, worker: str | None, now: float) -> JobLine:
         result = job.latest_result()
         text = ((result.exc_string if result else None) or "").strip().splitlines()
         error = text[-1][:200] if text else "failed"
+    elif state == "retrying" and meta.get("waiting"):  # a run waiting for its installation's
+        state, error = "queued", f"waiting {meta['waiting']}"  # slot (bot/jobs/worker_class.py)
     elif state == "retrying":  # RQ keeps no result for an attempt it retries: the worker's
         # ReqdriveWorker kept the error's sentence in the job's meta
         error = str(meta.get("last_error") or "failed; the worker's log says why")

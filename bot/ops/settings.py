@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     # worker looks for such runs this often. Lost runs resume within about their sum.
     reqdrive_heartbeat_ttl_s: int = Field(default=45, ge=3)
     reqdrive_recovery_sweep_s: float = Field(default=30.0, gt=0)
+    # Per installation, set by the operator (a repository's config cannot raise them): the
+    # agents' spend per calendar month (UTC), counted in Redis across workers (unset: no cap),
+    # and how many runs may hold a worker at once; more wait in the queue.
+    reqdrive_monthly_budget_usd: float | None = Field(default=None, gt=0)
+    reqdrive_max_concurrent_runs: int = Field(default=2, ge=1)
 
     @field_validator("reqdrive_log_format", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ import redis
 from bot.ops.embedded_redis import EmbeddedRedis
 from bot.ops.queue_status import DEFAULT_FINISHED, queue_json, queue_status, render_queue
 from bot.ops.settings import REDIS_SCHEMES
+from bot.stores.spend import TOTAL, SpendStore
 from worker.exceptions import PreflightError, ReqdriveError
 from worker.local.exit_codes import ExitCode, exit_code_for
 from worker.local.repo_cli import work_dir_for
@@ -105,3 +106,27 @@ def _queue(
     out["queue"] = {"name": name, "repositories": queue_json(by_repo)}
     lines.append(f"queue {name}:")
     lines += [f"  {line}" for line in render_queue(by_repo)]
+    month, spend = SpendStore(conn).this_month()
+    limit = _usd(env.get("REQDRIVE_MONTHLY_BUDGET_USD"))
+    out["spend"] = {"month": month, "monthly_budget_usd": limit, "installations": spend}
+    lines += render_spend(month, spend, limit)
+
+
+def render_spend(month: str, spend: dict[int, dict[str, float]], limit: float | None) -> list[str]:
+    """What the agents cost per installation this month, and per run."""
+    cap = f" of ${limit:.2f} (REQDRIVE_MONTHLY_BUDGET_USD)" if limit else ""
+    lines = [f"agent spend in {month} (UTC):"]
+    if not spend:
+        lines.append("  none")
+    for installation, runs in spend.items():
+        lines.append(f"  installation {installation}: ${runs.get(TOTAL, 0.0):.2f}{cap}")
+        shares = sorted((usd, run) for run, usd in runs.items() if run != TOTAL)
+        lines += [f"    {run}: ${usd:.2f}" for usd, run in reversed(shares)]
+    return lines
+
+
+def _usd(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:  # the worker refuses to start with it; status shows no cap
+        return None

@@ -32,3 +32,6 @@ class RedisCheckpointStore:
         self._conn.set(
             checkpoint_key(checkpoint.run_id), checkpoint.model_dump_json(), ex=self._ttl_s
         )
+
+    def delete(self, run_id: str) -> None:
+        self._conn.delete(checkpoint_key(run_id))

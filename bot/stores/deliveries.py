@@ -38,3 +38,8 @@ class Reruns:
         """The arguments (JSON) of a run queued behind this job, taken exactly once."""
         raw = self.conn.getdel(rerun_key(job_id))
         return None if raw is None else raw.decode()  # type: ignore[union-attr]
+
+    def drop(self, job_id: str | None) -> None:
+        """Nothing runs after this job any more (its pull request was closed)."""
+        if job_id is not None:
+            self.conn.delete(rerun_key(job_id))

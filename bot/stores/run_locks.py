@@ -103,3 +103,8 @@ def legacy_lock_held(conn: redis.Redis, repo: str, requirement: str) -> bool:
 def claim_resume(conn: redis.Redis, run_id: str, ttl_s: int = CLAIM_TTL_S) -> bool:
     """Take the resume of a run whose worker died; False when another sweeper took it."""
     return bool(conn.set(CLAIM_KEY.format(run_id=run_id), "1", nx=True, ex=ttl_s))
+
+
+def forget_claim(conn: redis.Redis, run_id: str) -> None:
+    """The run is gone: no takeover of it is claimed any more."""
+    conn.delete(CLAIM_KEY.format(run_id=run_id))

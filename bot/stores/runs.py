@@ -16,6 +16,10 @@ BY_BRANCH_KEY = "reqdrive:run-of-branch:{repo}:{branch}"
 HEARTBEAT_KEY = "reqdrive:heartbeat:{run_id}"
 ACTIVE_KEY = "reqdrive:active-runs"
 CANCEL_KEY = "reqdrive:cancel:{run_id}"
+# "closed", "merged" or "uninstalled": the run's pull request or installation is gone, so it
+# stops and its state goes (bot/jobs/lifecycle.py), removed by whichever worker ends it. A key of
+# its own, not a field of the record, which the running run's reporter saves as it goes.
+GONE_KEY = "reqdrive:gone:{run_id}"
 RECORD_TTL_S = 30 * 24 * 3600  # as long as the engine keeps checkpoints
 HEARTBEAT_TTL_S = 45  # REQDRIVE_HEARTBEAT_TTL_S's default
 CANCEL_TTL_S = 3600
@@ -75,6 +79,28 @@ class RunRecords:
         run_id = self.conn.get(BY_BRANCH_KEY.format(repo=repo.lower(), branch=branch))
         return None if run_id is None else self.load(_text(run_id))
 
+    def delete(self, record: RunRecord) -> None:
+        """The record gone, and the lookups by requirement and branch that still name it."""
+        pipe = self.conn.pipeline()
+        pipe.delete(RECORD_KEY.format(run_id=record.run_id), GONE_KEY.format(run_id=record.run_id))
+        for key in (
+            BY_SOURCE_KEY.format(repo=record.repo.lower(), source=record.source),
+            BY_BRANCH_KEY.format(repo=record.repo.lower(), branch=record.branch),
+        ):
+            if _text(self.conn.get(key)) == record.run_id:
+                pipe.delete(key)
+        pipe.execute()
+
+    def of_installation(self, installation_id: int) -> list[RunRecord]:
+        """Every record of one installation (a scan of all records: for an uninstall)."""
+        found = []
+        for key in self.conn.scan_iter(match=RECORD_KEY.format(run_id="*"), count=200):
+            raw = self.conn.get(key)
+            record = RunRecord.model_validate_json(raw) if raw is not None else None
+            if record is not None and record.installation_id == installation_id:
+                found.append(record)
+        return found
+
     # liveness -----------------------------------------------------------------------------------
 
     def beat(self, run_id: str) -> None:
@@ -106,6 +132,18 @@ class RunRecords:
 
     def clear_cancel(self, run_id: str) -> None:
         self.conn.delete(CANCEL_KEY.format(run_id=run_id))
+
+    # its pull request or installation gone ----------------------------------------------------
+
+    def mark_gone(self, run_id: str, why: str) -> None:
+        self.conn.set(GONE_KEY.format(run_id=run_id), why, ex=RECORD_TTL_S)
+
+    def gone(self, run_id: str) -> str | None:
+        value = self.conn.get(GONE_KEY.format(run_id=run_id))
+        return None if value is None else _text(value)
+
+    def clear_gone(self, run_id: str) -> None:
+        self.conn.delete(GONE_KEY.format(run_id=run_id))
 
 
 def _text(value: object) -> str:

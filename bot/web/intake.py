@@ -15,13 +15,12 @@ from bot.web.bodies import MAX_BODY_BYTES
 from bot.web.enqueue import Accepted, Enqueuer
 from bot.web.events import Event, Payload
 from bot.web.signature import signed_by_github
-from bot.web.triggers import TriggerContext, triggers_for
+from bot.web.triggers import RULES, TriggerContext, triggers_for
 from worker.model.validation import problems
 
-# Events with a trigger rule, or subscribed for one soon (pull_request, installation), or ping.
-ACTED_EVENTS = frozenset(
-    {"issues", "issue_comment", "push", "pull_request", "installation", "ping"}
-)
+# Events with a trigger rule, and ping; app.yml subscribes to the same
+# (tests/unit/test_app_manifest.py).
+ACTED_EVENTS = frozenset({event for event, _action in RULES} | {"ping"})
 # GitHub sends a GUID; anything else is refused before it becomes part of a Redis key.
 DELIVERY_ID_RE = re.compile(r"\A[A-Za-z0-9._-]{1,100}\Z")
 WEBHOOK_PATH = "/webhook"

@@ -118,15 +118,20 @@ def comment_created(event: Event, ctx: TriggerContext) -> list[Trigger]:
 
 
 def pull_request_closed(event: Event, ctx: TriggerContext) -> list[Trigger]:
-    """A reqdrive pull request closed or merged → stop its run, if one is going."""
+    """A reqdrive pull request closed or merged → its runs stop and their state goes."""
     pull = event.payload.pull_request
     if pull is None or not pull.head.ref.startswith(REQDRIVE_BRANCH_PREFIX):
         return []
-    return [_request(event, JobKind.CLOSE, issue_number=pull.number, branch=pull.head.ref)]
+    merged = bool(pull.merged)
+    return [
+        _request(
+            event, JobKind.CLOSE, issue_number=pull.number, branch=pull.head.ref, merged=merged
+        )
+    ]
 
 
 def installation_deleted(event: Event, ctx: TriggerContext) -> list[Trigger]:
-    """The App uninstalled → drop that installation's tokens and stop its runs."""
+    """The App uninstalled → drop that installation's tokens, runs and state."""
     installation = event.payload.installation
     if installation is None:
         return []

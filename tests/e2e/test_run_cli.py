@@ -157,8 +157,9 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
         "US-002 attempt 1: running tests …",
         "US-002 attempt 1: tests: 3 tests, 0 failing",
         "verify: checking the final branch",
-        "verify: running tests …",
-        "verify: tests: 3 tests, 0 failing",
+        # US-002's own run judged the head with the same checks: not run a second time.
+        "verify (not run again: this commit was judged with these checks): tests: 3 tests, "
+        "0 failing",
         "deliver: writing the pull request body",
     ]
     assert git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines() == [

@@ -11,7 +11,8 @@ from pathlib import Path
 from worker.confine.limits import ResourceLimits
 from worker.confine.redact import Redactor
 from worker.model.gates import GateSpec
-from worker.verdict.gates import read_junit, run_gate
+from worker.verdict.gates import run_gate
+from worker.verdict.junit_report import read_junit
 
 CASE = '<testcase classname="t.m" name="test_{0:07d}" time="0"/>\n'
 # Reads a report in a fresh interpreter and prints how much its peak memory grew.
@@ -19,7 +20,7 @@ MEASURE = """
 import json, resource, sys
 from pathlib import Path
 from worker.confine.limits import ResourceLimits
-from worker.verdict.gates import read_junit
+from worker.verdict.junit_report import read_junit
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 report = read_junit(Path(sys.argv[1]), limits=ResourceLimits(report_mib=int(sys.argv[2])))
 grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before

@@ -42,7 +42,56 @@ def test_a_node_project_with_a_lockfile_gets_npm_ci(tmp_path: Path) -> None:
     assert uncommented.setup == "npm ci"
 
 
+def test_a_node_project_without_a_lockfile_gets_npm_install_and_why_nothing_is_cached(
+    tmp_path: Path,
+) -> None:
+    # npm ci refuses to run without package-lock.json (a published tarball has none).
+    package = '{"name": "x", "scripts": {"test": "mocha"}, "devDependencies": {"mocha": "5"}}'
+    repo = checkout(tmp_path, {"package.json": package})
+    _, uncommented, out = init_with_setup(repo)
+    assert uncommented.setup == "npm install --no-audit --no-fund"
+    assert "npm ci" not in out.split("suggested setup")[0].replace("use npm ci", "")
+    assert "There is no package-lock.json" in (repo / CONFIG).read_text()
+
+
+def test_a_node_project_without_dependencies_gets_no_setup(tmp_path: Path) -> None:
+    repo = checkout(tmp_path, {"package.json": '{"scripts": {"test": "node --test"}}'})
+    _, uncommented, _ = init_with_setup(repo)
+    assert uncommented.setup is None
+
+
 def test_a_project_without_a_known_install_gets_no_setup(tmp_path: Path) -> None:
     repo = checkout(tmp_path, {"pytest.ini": "[pytest]\n", "tests/test_x.py": ""})
     _, uncommented, out = init_with_setup(repo)
     assert uncommented.setup is None and "suggested setup" not in out
+
+
+def test_a_pnpm_project_gets_pnpm_at_the_version_it_names_never_npm_install(
+    tmp_path: Path,
+) -> None:
+    # npm install would ignore pnpm-lock.yaml and resolve the tree anew.
+    package = (
+        '{"packageManager": "pnpm@9.1.0+sha256.abc", "scripts": {"test": "mocha"}, '
+        '"devDependencies": {"mocha": "5"}}'
+    )
+    repo = checkout(
+        tmp_path, {"package.json": package, "pnpm-lock.yaml": "lockfileVersion: '9.0'\n"}
+    )
+    _, uncommented, out = init_with_setup(repo)
+    assert uncommented.setup == "npx --yes pnpm@9.1.0 install --frozen-lockfile"
+    assert "pnpm install installs them" in out and " npm install" not in out
+
+
+def test_a_yarn_classic_project_gets_yarn_1_and_yarn_2_none(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    classic = checkout(
+        tmp_path / "a", {"package.json": '{"devDependencies": {"mocha": "5"}}', "yarn.lock": ""}
+    )
+    _, uncommented, _ = init_with_setup(classic)
+    assert uncommented.setup == "npx --yes yarn@1 install --frozen-lockfile"
+    berry = checkout(
+        tmp_path / "b", {"package.json": '{"packageManager": "yarn@4.1.0"}', "yarn.lock": ""}
+    )
+    _, uncommented, out = init_with_setup(berry)
+    assert uncommented.setup is None and " npm install" not in out

@@ -117,14 +117,16 @@ def test_vitest_gets_its_built_in_junit_reporter_not_jest_junit(tmp_path: Path) 
         )
     ]
     assert "jest-junit" not in (repo / ".github/reqdrive.yml").read_text() + out
-    assert "npm ci" in out
+    assert "npm install installs them" in out  # no package-lock.json, so not npm ci
 
 
-def test_jest_without_jest_junit_says_what_to_install(tmp_path: Path) -> None:
+def test_jest_without_jest_junit_runs_jest_itself_for_the_worker_s_own_report(
+    tmp_path: Path,
+) -> None:
     repo = node_project(tmp_path, {"scripts": {"test": "jest"}, "devDependencies": {"jest": "29"}})
     config, out = init(repo)
-    assert config.test_command == "npm test"
-    assert "npm install --save-dev jest-junit" in out
+    assert config.test_command == "npx --no-install jest"
+    assert "jest-junit" not in out
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
@@ -140,6 +142,43 @@ def test_node_test_writes_junit_with_its_own_reporter(tmp_path: Path) -> None:
     assert tests.junit == "reqdrive-junit.xml"
     assert run_gate(repo, tests.command).returncode == 0
     assert 'name="adds"' in (repo / "reqdrive-junit.xml").read_text()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_a_chained_test_script_is_read_through_npm_run_to_its_runner(tmp_path: Path) -> None:
+    # fastify's packages: `npm test` runs `npm run test:unit && npm run test:typescript`,
+    # test:unit being `c8 --100 node --test`; `npm test` itself gives no per-test results.
+    scripts = {
+        "test": "npm run test:unit && npm run test:typescript",
+        "test:unit": "c8 --100 node --test",
+        "test:typescript": "tsd",
+    }
+    repo = node_project(tmp_path, {"scripts": scripts, "devDependencies": {"c8": "10"}})
+    (repo / "test").mkdir()
+    (repo / "test/add.test.js").write_text(
+        "const test = require('node:test');\nconst assert = require('node:assert');\n"
+        "test('adds', () => assert.strictEqual(1 + 2, 3));\n"
+    )
+    config, out = init(repo)
+    [tests] = config.gates
+    assert tests.command.startswith("node --test --test-reporter=spec")
+    assert "c8 (coverage) is left out" in out
+    assert "npm test also runs tsd: add a gate" in out
+    assert "npm install installs them" in out  # no package-lock.json: npm ci would refuse
+    assert run_gate(repo, tests.command).returncode == 0
+    assert 'name="adds"' in (repo / "reqdrive-junit.xml").read_text()
+
+
+def test_mocha_gets_its_built_in_xunit_reporter_in_place_of_its_own(tmp_path: Path) -> None:
+    repo = node_project(tmp_path, {"scripts": {"test": "mocha -R nyan --check-leaks test/*.js"}})
+    config, _ = init(repo)
+    assert [(g.command, g.junit) for g in config.gates] == [
+        (
+            "npx --no-install mocha --check-leaks test/*.js --reporter xunit "
+            "--reporter-options output=reqdrive-junit.xml",
+            "reqdrive-junit.xml",
+        )
+    ]
 
 
 def test_monorepo_folders_are_listed_with_a_note(tmp_path: Path) -> None:
@@ -162,6 +201,68 @@ def test_monorepo_folders_are_listed_with_a_note(tmp_path: Path) -> None:
     _, out = init(python)
     assert "a monorepo (pyproject.toml files: libs/a, libs/b)" in out
     assert "add a gate per package" in out
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_init_in_a_monorepos_package_folder_reads_that_package(tmp_path: Path) -> None:
+    # The top's `npm test --workspaces` gives no per-test results; the package's node --test
+    # does, run in its folder (the worker runs every check at the top of the worktree).
+    repo = checkout(
+        tmp_path,
+        {
+            "package.json": json.dumps(
+                {"workspaces": ["packages/*"], "scripts": {"test": "npm test --workspaces"}}
+            ),
+            "packages/calc/package.json": json.dumps({"scripts": {"test": "node --test"}}),
+            "packages/calc/test/add.test.js": (
+                "const test = require('node:test');\nconst assert = require('node:assert');\n"
+                "test('adds', () => assert.strictEqual(1 + 2, 3));\n"
+            ),
+        },
+    )
+    done = run_cli(repo / "packages" / "calc" / "test", INIT)  # anywhere inside the package
+    assert done.returncode == 0, done.stderr
+    config = parse_repo_config((repo / ".github/reqdrive.yml").read_text(), "reqdrive.yml")
+    [tests] = config.gates
+    assert tests.command.startswith("cd packages/calc && node --test ")
+    assert tests.junit == "packages/calc/reqdrive-junit.xml"
+    assert "init ran in packages/calc, a package of this repository" in done.stdout
+    assert (repo / "docs/requirements/REQ-001-example.md").is_file()  # at the top
+    assert run_gate(repo, tests.command).returncode == 0
+    assert 'name="adds"' in (repo / tests.junit).read_text()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_init_at_the_top_of_a_workspaces_monorepo_gives_each_package_a_gate(
+    tmp_path: Path,
+) -> None:
+    add_test = (
+        "const test = require('node:test');\nconst assert = require('node:assert');\n"
+        "test('adds', () => assert.strictEqual(1 + 2, 3));\n"
+    )
+    repo = checkout(
+        tmp_path,
+        {
+            "package.json": json.dumps(
+                {"workspaces": ["packages/*"], "scripts": {"test": "npm test --workspaces"}}
+            ),
+            "packages/calc/package.json": json.dumps({"scripts": {"test": "node --test"}}),
+            "packages/calc/test/add.test.js": add_test,
+            "packages/web/package.json": json.dumps({"scripts": {"test": "vitest"}}),
+            "packages/docs/package.json": json.dumps({"scripts": {"test": "make check"}}),
+        },
+    )
+    config, out = init(repo)
+    assert config.test_command is None  # `npm test --workspaces` gives no per-test results
+    assert [(g.name, g.command.split(" && ")[0], g.junit) for g in config.gates] == [
+        ("calc", "cd packages/calc", "packages/calc/reqdrive-junit.xml"),
+        ("web", "cd packages/web", "packages/web/reqdrive-junit.xml"),
+    ]
+    assert "each package's tests are a gate of their own" in out
+    assert "reports no per-test results" not in out
+    calc = config.gates[0]
+    assert run_gate(repo, calc.command).returncode == 0
+    assert 'name="adds"' in (repo / str(calc.junit)).read_text()
 
 
 def test_the_requirements_folder_in_use_is_found_outside_dependency_folders(

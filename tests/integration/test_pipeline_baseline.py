@@ -20,7 +20,8 @@ from tests.integration.test_pipeline import (
 )
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StopReason, StoryRecord, StoryState
-from worker.verdict.judging import Verdict, baseline_changes, judge, readiness
+from worker.verdict.judging import Verdict, judge
+from worker.verdict.readiness import baseline_changes, readiness
 
 JUNIT_TESTS = f"{sys.executable} -m pytest -q -p no:cacheprovider --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement's own tests, committed before any code: all three fail on the base commit.
@@ -74,7 +75,9 @@ def test_a_story_that_breaks_a_test_an_earlier_story_fixed_fails(
         AttemptOutcome.PASSED,
     ]
     assert second.attempts[0].reason == (
-        "tests.test_req::test_a fails now; it passed before the story"
+        # Run again alone, twice with the change and twice without: it broke for real.
+        "tests.test_req::test_a fails now; it passed before the story "
+        "(the same when run again alone)"
     )
     # test_c was failing before the run and still is: listed, and the PR stays a draft.
     assert [t.rsplit("test_", 1)[-1] for t in result.fixed_tests] == ["a", "b"]
@@ -218,27 +221,41 @@ def done(story_id: str, state: StoryState) -> StoryRecord:
             StopReason.ALL_STORIES_PASSED,
             (True, None),
         ),
-        # Unverified stories are fine once the final check is green.
+        # An unverified story never makes the run ready, even with a green final check.
         (
             [StoryState.UNVERIFIED],
             [record("tests", True)],
             ["tests"],
             StopReason.STORIES_SETTLED,
-            (True, None),
+            (False, "1 of 1 stories did not pass: US-1 (unverified)"),
+        ),
+        # Nor do final checks whose results the worker's collectors disagree on.
+        (
+            [StoryState.PASSED],
+            [record("tests", True).model_copy(update={"disagreements": ["exit 0 with x failed"]})],
+            ["tests"],
+            StopReason.ALL_STORIES_PASSED,
+            (
+                False,
+                "the final checks' results cannot be trusted: gate tests: exit 0 with x failed",
+            ),
         ),
         (
-            [StoryState.UNVERIFIED],
-            [record("tests", False, None)],
+            [StoryState.PASSED],
+            [record("tests", True).model_copy(update={"no_results": "gate tests gives none"})],
             ["tests"],
-            StopReason.STORIES_SETTLED,
-            (False, "the final checks fail on the branch: tests"),
+            StopReason.ALL_STORIES_PASSED,
+            (False, "the final checks' results cannot be trusted: gate tests gives none"),
         ),
         (
             [StoryState.PASSED, StoryState.PENDING],
             [record("tests", True)],
             ["tests"],
             StopReason.BUDGET_SPENT,
-            (False, "1 of 2 stories did not pass: US-2 (pending)"),
+            (
+                False,
+                "budget reached (the run's budgetUsd); 1 of 2 stories did not pass: US-2 (pending)",
+            ),
         ),
         (
             [StoryState.PASSED],

@@ -138,3 +138,22 @@ def test_on_a_terminal_the_running_line_counts_its_seconds_until_its_end_replace
     assert shown.startswith("[0:00] baseline: running tests (pytest) …\r\x1b[K")
     assert re.search(r"\r\x1b\[K\[0:00\] baseline: running tests \(pytest\) … \ds", shown)
     assert re.search(r"\r\x1b\[K\[0:0\d\] baseline: tests passed \(1.2 s\)\n$", shown)
+
+
+def test_reruns_and_results_not_measured_again_say_what_they_are() -> None:
+    out = io.StringIO()
+    reporter = ConsoleReporter(out)
+    reporter.gates_finished("baseline.cached", [gate("tests", True)], 0.0)
+    reporter.story_started(story("US-001", StoryState.PENDING), 1, 1)
+    for label in ("iteration-1.rerun1", "iteration-1.parent.rerun2"):
+        reporter.gates_finished(label, [gate("tests", True)], 1.0)
+    reporter.gates_finished("verification.reused", [gate("tests", True)], 0.0)
+    lines = [line.split("] ", 1)[-1] for line in out.getvalue().splitlines()]
+    assert lines == [
+        "baseline (from the cache: an earlier run measured this tree): tests passed (0.0 s)",
+        "→ US-001 attempt 1 (iteration 1): Title of US-001",
+        "US-001 attempt 1, a failing test run again with its change (1 of 2): tests passed (1.0 s)",
+        "US-001 attempt 1, a failing test run again without its change (2 of 2): tests passed "
+        "(1.0 s)",
+        "verify (not run again: this commit was judged with these checks): tests passed (0.0 s)",
+    ]

@@ -11,7 +11,8 @@ from worker.model.gates import GateResult
 from worker.model.state import StopReason, StoryRecord, StoryState
 from worker.verdict.base_debt import base_debt, failing_gate
 from worker.verdict.findings import findings, listed, new_findings
-from worker.verdict.judging import Verdict, judge, readiness
+from worker.verdict.judging import Verdict, judge
+from worker.verdict.readiness import readiness
 
 LINT = Path(__file__).resolve().parents[1] / "fixtures" / "lint"
 UNUSED = ["a.py: F401 [*] `os` imported but unused"]

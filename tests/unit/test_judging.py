@@ -132,6 +132,11 @@ P, F, S = TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED
         # Deleted, deselected or skipped: never a pass on that test.
         ({"old": P}, {}, set(), {}, (), Verdict.FAILED, "old was deleted or deselected"),
         ({"old": P}, {"old": S}, set(), {}, (), Verdict.FAILED, "old is skipped"),
+        # SWE-bench's rule for fail-to-pass tests: skipped or missing counts as failed.
+        ({"own": F}, {"own": S}, {"own"}, {}, (), Verdict.FAILED, "own is skipped"),
+        ({"own": S}, {"own": S}, {"own"}, {}, (), Verdict.FAILED, "own is skipped"),
+        ({"own": F}, {}, {"own"}, {}, (), Verdict.FAILED, "own was deleted or deselected"),
+        ({}, {"old": P}, {"own"}, {}, (), Verdict.FAILED, "own did not run"),
         # Rewritten to pass: reported, and not a pass either.
         (
             {"own": F},

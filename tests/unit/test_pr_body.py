@@ -275,3 +275,32 @@ def test_a_passing_test_changed_on_the_plans_word_is_a_row_of_its_own() -> None:
 def test_a_run_whose_tests_were_written_with_the_code_says_they_were_not_frozen() -> None:
     body = render_pr_body(result())
     assert "The stories' tests were not frozen (`tests: together`)" in body
+
+
+def test_a_flaky_test_is_shown_as_flaky_and_where_results_were_not_run_again() -> None:
+    flaky = TestCheck(
+        id="t::clock",
+        before="passed",
+        after="failed",
+        flaky=True,
+        reruns="with the story: failed, passed, failed; without it: passed, passed, failed",
+    )
+    attempt = AttemptRecord(iteration=1, attempt=1, outcome=AttemptOutcome.PASSED, tests=[flaky])
+    record = story("US-001", StoryState.PASSED).model_copy(update={"attempts": [attempt]})
+    body = render_pr_body(
+        result(
+            stories=[record],
+            per_test_results=True,
+            flaky_tests={"t::clock": f"US-001: {flaky.reruns}"},
+            final_gates_from="iteration 1 (US-001 attempt 1)",
+            baseline_cached="0123456789ab, measured by run run-1",
+        )
+    )
+    assert (
+        "- `t::clock`: flaky, kept out of the verdict (with the story: failed, passed, failed; "
+        "without it: passed, passed, failed)" in body
+    )
+    assert "### Flaky tests (kept out of the verdict)" in body
+    assert "- `t::clock`: US-001: with the story: failed, passed, failed;" in body
+    assert "same checks, in iteration 1 (US-001 attempt 1)." in body
+    assert "(cache entry 0123456789ab, measured by run run-1)" in body

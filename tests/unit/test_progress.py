@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.github.progress import Progress
-from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
+from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState, TestCheck
 
 
 def _story(*outcomes: tuple[AttemptOutcome, str]) -> StoryRecord:
@@ -40,3 +40,12 @@ def test_a_reason_that_repeats_the_outcome_is_said_once() -> None:
     line = Progress("REQ-1.md", "reqdrive/x", stories=[story]).checklist()
     assert "- last attempt: no changes outside forbidden paths" in line
     assert "no changes: no changes" not in line
+
+
+def test_a_flaky_test_is_named_on_its_story_line() -> None:
+    # The check run's summary is this checklist: flaky tests show there too.
+    flaky = TestCheck(id="t::clock", before="passed", after="failed", flaky=True)
+    story = _story((AttemptOutcome.PASSED, "")).model_copy(update={"state": StoryState.PASSED})
+    story.attempts[0].tests = [flaky]
+    line = Progress("REQ-1.md", "reqdrive/x", stories=[story]).checklist()
+    assert line.endswith("- flaky, kept out of the verdict: `t::clock`")

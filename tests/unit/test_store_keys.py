@@ -20,10 +20,13 @@ KNOWN = {
     "reqdrive:run": "bot/stores/runs.py",
     "reqdrive:heartbeat": "bot/stores/runs.py",
     "reqdrive:cancel": "bot/stores/runs.py",
+    "reqdrive:gone": "bot/stores/runs.py",
     "reqdrive:delivery": "bot/stores/deliveries.py",
     "reqdrive:rerun": "bot/stores/deliveries.py",
     "reqdrive:writes": "bot/stores/write_budget.py",
     "reqdrive:metrics": "bot/stores/metrics.py",
+    "reqdrive:spend": "bot/stores/spend.py",
+    "reqdrive:run-slots": "bot/stores/run_slots.py",
 }
 
 
@@ -66,3 +69,12 @@ def test_the_engine_reaches_neither_redis_nor_the_app() -> None:
         if re.search(r"^\s*(import|from) (redis|rq|bot)\b", path.read_text(), re.MULTILINE)
     ]
     assert importing == []
+
+
+def test_the_operations_page_names_each_store_key_with_its_store() -> None:
+    """docs/operations.md's "Redis keys" table: every key prefix, beside the store owning it."""
+    page = (ROOT / "docs/operations.md").read_text()
+    table = page.split("### Redis keys", 1)[1].split("\n\n## ", 1)[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| `reqdrive:")]
+    named = {match.group(): row[1].strip("` ") for row in rows for match in KEY_RE.finditer(row[0])}
+    assert {prefix: named.get(prefix) for prefix in KNOWN} == KNOWN

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome
+from worker.verdict.flaky import Reruns
 from worker.verdict.story_verdict import Evidence, decide
 
 PASSED, FAILED = TestStatus.PASSED, TestStatus.FAILED
@@ -24,6 +25,10 @@ def gate(**tests: TestStatus) -> GateResult:
 
 
 BEFORE = [gate(old=PASSED, wanted=FAILED)]
+
+
+def never_rerun(test_ids: Sequence[str]) -> Reruns:
+    raise AssertionError(f"{test_ids} were run again alone without need")
 
 
 def never_at_parent() -> Mapping[str, str]:
@@ -51,6 +56,7 @@ def evidence(
 def test_a_story_that_makes_its_test_pass_passes_without_running_anything_more() -> None:
     verdict = decide(
         evidence([gate(old=PASSED, wanted=PASSED)]),
+        rerun_alone=never_rerun,
         added_at_parent=never_at_parent,
         gates_as_they_were=never_as_they_were,
     )
@@ -64,6 +70,7 @@ def test_a_story_that_makes_its_test_pass_passes_without_running_anything_more()
 def test_an_added_test_that_passes_on_the_parent_too_fails_the_story() -> None:
     verdict = decide(
         evidence([gate(old=PASSED, wanted=PASSED, new=PASSED)], added=["new"]),
+        rerun_alone=never_rerun,
         added_at_parent=lambda: {"new": "passed"},
         gates_as_they_were=never_as_they_were,
     )
@@ -78,6 +85,7 @@ def test_a_pass_that_rests_on_a_changed_gate_needs_review() -> None:
             added=["new"],
             gate_changes=["conftest.py"],
         ),
+        rerun_alone=never_rerun,
         added_at_parent=lambda: {"new": "failed"},
         gates_as_they_were=lambda: [gate(old=PASSED, wanted=FAILED, new=PASSED)],
     )
@@ -91,19 +99,164 @@ def test_a_pass_that_rests_on_a_changed_gate_needs_review() -> None:
 def test_a_pass_that_holds_with_the_gates_as_they_were_stays_a_pass() -> None:
     verdict = decide(
         evidence([gate(old=PASSED, wanted=PASSED)], gate_changes=["Makefile"]),
+        rerun_alone=never_rerun,
         added_at_parent=never_at_parent,
         gates_as_they_were=lambda: [gate(old=PASSED, wanted=PASSED)],
     )
     assert (verdict.outcome, verdict.reason) == (AttemptOutcome.PASSED, "")
 
 
+class RerunGiving:
+    """Re-runs alone in which every test asked for gives these statuses on each side."""
+
+    def __init__(self, story: list[str], parent: list[str]) -> None:
+        self.story, self.parent = story, parent
+        self.asked: list[str] = []
+
+    def __call__(self, test_ids: Sequence[str]) -> Reruns:
+        self.asked.extend(test_ids)
+        return Reruns(
+            story={t: self.story for t in test_ids}, parent={t: self.parent for t in test_ids}
+        )
+
+
 def test_a_failure_names_its_gate_change_and_runs_no_gate_again() -> None:
     verdict = decide(
         evidence([gate(old=FAILED, wanted=PASSED)], gate_changes=["conftest.py"]),
+        rerun_alone=RerunGiving(["failed", "failed"], ["passed", "passed"]),
         added_at_parent=never_at_parent,
         gates_as_they_were=never_as_they_were,
     )
     assert verdict.outcome is AttemptOutcome.GATES_FAILED
     assert verdict.reason == (
-        "old fails now; it passed before the story; it changed what a gate runs: conftest.py"
+        "old fails now; it passed before the story (the same when run again alone); "
+        "it changed what a gate runs: conftest.py"
     )
+
+
+def test_results_the_collectors_disagree_on_need_review_never_pass() -> None:
+    green = gate(old=PASSED, wanted=PASSED).model_copy(
+        update={"disagreements": ["the command exited 0, though tests failed: wanted"]}
+    )
+    verdict = decide(
+        evidence([green]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+    assert verdict.reason == (
+        "the worker's results disagree: gate tests: the command exited 0, though tests "
+        "failed: wanted"
+    )
+
+
+def test_a_failing_attempt_stays_failed_and_says_its_results_disagree_too() -> None:
+    red = gate(old=PASSED, wanted=FAILED).model_copy(update={"disagreements": ["odd"]})
+    verdict = decide(
+        evidence([red]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert verdict.reason == "wanted still fails; the worker's results disagree: gate tests: odd"
+
+
+def test_a_green_test_gate_without_per_test_results_is_unverified_with_the_config_line() -> None:
+    hint = "gate tests (`npm test`) gives no per-test results; for jest, set `testCommand: ...`"
+    blind = GateResult(
+        name="tests",
+        command="npm test",
+        passed=True,
+        exit_code=0,
+        timed_out=False,
+        duration_s=0.1,
+        no_results=hint,
+    )
+    before = blind.model_copy(update={"passed": False, "exit_code": 1})
+    verdict = decide(
+        Evidence([before], [blind], ["tests"]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.UNVERIFIED
+    assert verdict.reason == hint
+
+
+def test_a_test_that_passed_before_and_flips_without_the_change_is_flaky_and_kept_out() -> None:
+    rerun = RerunGiving(["passed", "failed"], ["passed", "failed"])
+    verdict = decide(
+        evidence([gate(old=FAILED, wanted=PASSED)]),
+        rerun_alone=rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert rerun.asked == ["old"]
+    assert (verdict.outcome, verdict.reason) == (AttemptOutcome.PASSED, "")
+    old = next(c for c in verdict.tests if c.id == "old")
+    assert (old.flaky, old.problem) == (True, "")
+    assert old.reruns == (
+        "with the story: failed, passed, failed; without it: passed, passed, failed"
+    )
+
+
+def test_a_test_that_fails_every_time_with_the_story_counts_against_it() -> None:
+    verdict = decide(
+        evidence([gate(old=FAILED, wanted=PASSED)]),
+        rerun_alone=RerunGiving(["failed", "failed"], ["passed", "passed"]),
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert (
+        verdict.reason
+        == "old fails now; it passed before the story (the same when run again alone)"
+    )
+    assert not next(c for c in verdict.tests if c.id == "old").flaky
+
+
+def test_a_test_that_flips_only_with_the_story_counts_against_it() -> None:
+    # The story's own code runs on its side: a test it broke could be made to fail only every
+    # other time there. Flakiness has to show where its change is not.
+    verdict = decide(
+        evidence([gate(old=FAILED, wanted=PASSED)]),
+        rerun_alone=RerunGiving(["passed", "failed"], ["passed", "passed"]),
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert verdict.reason == (
+        "old fails now; it passed before the story, and flips only with the story's change"
+    )
+
+
+def test_nothing_is_run_again_when_another_failure_fails_the_story_anyway() -> None:
+    verdict = decide(
+        evidence([gate(old=FAILED, wanted=FAILED)]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert verdict.reason == "old fails now; it passed before the story; wanted still fails"
+
+
+def test_a_test_the_story_owns_is_never_excused_as_flaky() -> None:
+    # SWE-bench's fail-to-pass tests must pass: a story's own test failing is never re-run
+    # into a pass, even one that passed before it (a plan's claim of a passing test).
+    owns_passing = Evidence(
+        [gate(old=PASSED, wanted=PASSED)],
+        [gate(old=PASSED, wanted=FAILED)],
+        ["tests"],
+        owned={"wanted"},
+    )
+    verdict = decide(
+        owns_passing,
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED
+    assert verdict.reason == "wanted fails now; it passed before the story"

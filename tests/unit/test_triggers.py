@@ -230,9 +230,12 @@ def test_a_command_quoted_in_markdown_starts_nothing(body: str) -> None:
 # lifecycle: pull_request.closed and installation.deleted
 
 
-def closed_pull(branch: str) -> bytes:
+def closed_pull(branch: str, *, merged: bool = False) -> bytes:
     def change(payload: dict[str, Any]) -> None:
         payload["pull_request"]["head"]["ref"] = branch
+        if merged:  # as GitHub sends a merge: merged, with when
+            payload["pull_request"]["merged"] = True
+            payload["pull_request"]["merged_at"] = payload["pull_request"]["closed_at"]
 
     return webhooks.variant("pull_request", "closed.payload.json", change)
 
@@ -243,6 +246,13 @@ def test_a_closed_reqdrive_pull_request_stops_its_run() -> None:
     assert request.kind is JobKind.CLOSE
     assert request.branch == "reqdrive/issue-3-login"
     assert request.issue_number == 2  # the example's pull request number
+    assert request.merged is False  # the example was closed without merging
+
+
+def test_a_merged_reqdrive_pull_request_stops_its_run_and_says_merged() -> None:
+    [request] = triggers("pull_request", closed_pull("reqdrive/issue-3-login", merged=True))
+
+    assert request.kind is JobKind.CLOSE and request.merged is True
 
 
 def test_a_closed_pull_request_of_another_branch_does_nothing() -> None:

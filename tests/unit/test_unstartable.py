@@ -99,3 +99,61 @@ def test_npm_test_whose_script_is_not_installed_says_npm_ci(tmp_path: Path) -> N
     why = cannot_start(gate("npm test", tmp_path), place())
     assert why is not None and "`vitest`: command not found" in why.missing
     assert "npm ci" in why.fix
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npm not installed")
+def test_npx_without_the_runner_in_node_modules_is_said_with_the_setup_fix(
+    tmp_path: Path,
+) -> None:
+    # The checks run with npm_config_yes=false (run/calls.py): npx looks the package up and
+    # refuses to download it; with no registry to ask, the lookup itself fails.
+    (tmp_path / "package.json").write_text('{"devDependencies": {"vitest": "^1.6.0"}}')
+    offline = (
+        "npm_config_yes=false npm_config_fetch_retries=0 npm_config_registry=http://127.0.0.1:9/"
+    )
+    why = cannot_start(gate(f"{offline} npx vitest run", tmp_path), place())
+    assert why is not None
+    assert why.missing == "npx found no vitest in the worktree's node_modules and would download it"
+    assert "`setup: npm ci` in .github/reqdrive.yml" in why.fix
+
+
+def test_npx_refusing_to_download_names_the_package_without_its_version(tmp_path: Path) -> None:
+    # npm 11's words when the registry answered and npm_config_yes=false refused the install.
+    output = (
+        'npm error npx canceled due to missing packages and no YES option: ["@scope/cli@4.1.12"]\n'
+        "npm error A complete log of this run can be found in: /home/.npm/_logs/x.log\n"
+    )
+    result = GateResult(
+        name="tests",
+        command="npx @scope/cli run",
+        passed=False,
+        exit_code=1,
+        timed_out=False,
+        duration_s=0.1,
+        output_tail=output,
+    )
+    why = cannot_start(result, place())
+    assert why is not None and "npx found no @scope/cli in" in why.missing
+    assert "npm install --save-dev @scope/cli" in why.fix
+
+
+def test_a_runner_named_by_its_node_modules_path_says_the_setup_fix(tmp_path: Path) -> None:
+    why = cannot_start(gate("./node_modules/.bin/mocha test", tmp_path), place())
+    assert why is not None
+    assert (
+        why.missing
+        == "`./node_modules/.bin/mocha` does not exist: the worktree has no node_modules"
+    )
+    assert "`setup: npm ci` in .github/reqdrive.yml" in why.fix
+    assert "npm install --save-dev mocha" in why.fix
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npm not installed")
+def test_npx_in_the_script_npm_test_runs_is_said_too(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text('{"scripts": {"test": "npx vitest run"}}')
+    offline = (
+        "npm_config_yes=false npm_config_fetch_retries=0 npm_config_registry=http://127.0.0.1:9/"
+    )
+    why = cannot_start(gate(f"{offline} npm test", tmp_path), place())
+    assert why is not None
+    assert why.missing == "npx found no vitest in the worktree's node_modules and would download it"

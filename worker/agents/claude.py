@@ -217,3 +217,49 @@ def outcome_of(
         error="; ".join(errors) or None,
         denials=result.denials,
     )
+
+
+class StreamedUsage:
+    """The tokens of the replies a running call has streamed so far (`assistant` events of
+    its stream-json log), read as the log grows: each message once, however many of its
+    content blocks the CLI printed. An estimate between turns; its result line has the cost.
+    `turn_pending`: the CLI gave the model tool results (a `user` event) and waits for its next
+    reply, so the call is between two turns, not ending."""
+
+    def __init__(self, log_path: Path, start: int) -> None:
+        self.log_path = log_path
+        self.position = start
+        self.partial = b""
+        self.messages: dict[str, tuple[int, int]] = {}
+        self.turn_pending = False
+
+    def read(self) -> tuple[int, int]:
+        """(input tokens, output tokens) of every reply streamed until now."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(self.position)
+                chunk = log.read()
+        except FileNotFoundError:
+            return self.total()
+        self.position += len(chunk)
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        for line in lines:
+            event = _json_object(line.decode("utf-8", errors="replace")) or {}
+            if event.get("type") in ("user", "assistant"):
+                self.turn_pending = event["type"] == "user"
+            message = event.get("message") if event.get("type") == "assistant" else None
+            if isinstance(message, dict) and isinstance(message.get("usage"), dict):
+                usage = message["usage"]
+                tokens = (_input_tokens(usage) or 0, _int_or_none(usage.get("output_tokens")) or 0)
+                known = self.messages.get(str(message.get("id")), (0, 0))
+                self.messages[str(message.get("id"))] = (
+                    max(known[0], tokens[0]),
+                    max(known[1], tokens[1]),
+                )
+        return self.total()
+
+    def total(self) -> tuple[int, int]:
+        return (
+            sum(tokens for tokens, _ in self.messages.values()),
+            sum(tokens for _, tokens in self.messages.values()),
+        )

@@ -1,4 +1,5 @@
-"""A HOME of each gate's own: made empty before it starts, removed when it ends."""
+"""A HOME of each gate's own, and a results folder of the worker's: new for each gate run,
+removed when it ends."""
 
 from __future__ import annotations
 
@@ -31,3 +32,15 @@ def own_home(
         yield {**env, "HOME": str(home), "TMPDIR": str(home / "tmp")}, bound
     finally:
         remove_tree(home)
+
+
+@contextmanager
+def results_folder() -> Iterator[Path]:
+    """An empty folder of the worker's, outside the worktree, where the reporters it adds to
+    one gate run write (bound writable into the gate's sandbox by the caller); removed after.
+    The gate can write it too: what it holds is read through copies, never through links."""
+    folder = Path(tempfile.mkdtemp(prefix="reqdrive-results-"))
+    try:
+        yield folder
+    finally:
+        remove_tree(folder)

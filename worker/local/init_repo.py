@@ -4,6 +4,7 @@ requirement."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import textwrap
 from dataclasses import dataclass, field
@@ -12,7 +13,15 @@ from typing import Any
 
 from worker.exceptions import PreflightError
 from worker.local.init_setup import suggested_setup
-from worker.local.init_toolchain import monorepo_folders, node_tests, project_files, python_tests
+from worker.local.init_toolchain import (
+    NO_RESULTS,
+    monorepo_folders,
+    node_installer,
+    node_tests,
+    project_files,
+    python_tests,
+    workspace_gates,
+)
 from worker.model.repo_config import DEFAULT_FORBIDDEN_PATHS
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR, is_requirement_name
 from worker.verdict.test_side import default_test_paths
@@ -27,6 +36,7 @@ NOTE_WIDTH = 96  # a note's lines as comments in the YAML
 # config until testCommand is set (a live placeholder would run as a broken bash line).
 TEST_COMMAND_PLACEHOLDER = "# testCommand: <the command that runs your tests, such as make test>"
 PYTHON_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini")
+PROJECT_MARKERS = ("package.json", "go.mod", "Cargo.toml", *PYTHON_MARKERS)
 EXAMPLE_REQUIREMENT = """\
 # REQ-001: <one line saying what to build>
 
@@ -60,29 +70,62 @@ class Detected:
     setup: tuple[str, str] | None = None  # a suggested `setup` command and how to use it
     requirements_dir: str = DEFAULT_REQUIREMENTS_DIR
     notes: list[str] = field(default_factory=list)
+    # A monorepo's packages, each a gate: (name, command run in its folder, its report path).
+    package_gates: list[tuple[str, str, str]] = field(default_factory=list)
 
 
-def detect(root: Path) -> Detected:
-    """The test and lint commands and the requirements folder, from the checkout's files."""
+def project_folder(root: Path, cwd: Path) -> Path:
+    """The folder init reads: the nearest one from `cwd` up to the top that holds a project
+    (a package of a monorepo, when init runs in it), else the top."""
+    top, here = root.resolve(), cwd.resolve()
+    for folder in (here, *here.parents):
+        if not folder.is_relative_to(top) or folder == top:
+            break
+        if any((folder / name).is_file() for name in PROJECT_MARKERS):
+            return folder
+    return top
+
+
+def detect(root: Path, folder: Path | None = None) -> Detected:
+    """The test and lint commands and the requirements folder, from the checkout's files:
+    the project in `folder` (the top by default), the requirements anywhere."""
     found = Detected()
-    if (root / "package.json").is_file():
-        _node(root, found)
-    elif (root / "go.mod").is_file():
+    here = root if folder is None else folder
+    if (here / "package.json").is_file():
+        _node(here, found)
+    elif (here / "go.mod").is_file():
         _go(found)
-    elif (root / "Cargo.toml").is_file():
+    elif (here / "Cargo.toml").is_file():
         _cargo(found)
-    elif any((root / name).is_file() for name in PYTHON_MARKERS):
-        _python(root, found)
+    elif any((here / name).is_file() for name in PYTHON_MARKERS):
+        _python(here, found)
     else:
         found.notes.append("no pytest, npm, go or cargo project found: set testCommand yourself")
-    _monorepo(root, found)
-    found.setup = suggested_setup(root, found.stack)
+    _monorepo(root, found, at_top=here.resolve() == root.resolve())
+    found.setup = suggested_setup(here, found.stack)
+    if here.resolve() != root.resolve():
+        _in_folder(found, here.resolve().relative_to(root.resolve()).as_posix())
     existing = sorted(
         p.parent for p in project_files(root, ("REQ-*.md",)) if is_requirement_name(p.name)
     )
     if existing:
         found.requirements_dir = existing[0].relative_to(root).as_posix()
     return found
+
+
+def _in_folder(found: Detected, folder: str) -> None:
+    """The checks of a package below the top: each command starts in its folder (the worker
+    runs them at the top of the worktree), the report path names it."""
+    cd = f"cd {shlex.quote(folder)} && "
+    found.test_command = cd + found.test_command if found.test_command else None
+    found.lint_command = cd + found.lint_command if found.lint_command else None
+    found.junit = f"{folder}/{found.junit}" if found.junit else None
+    if found.setup is not None:
+        found.setup = (cd + found.setup[0], found.setup[1])
+    found.notes.append(
+        f"init ran in {folder}, a package of this repository: its checks run in that folder; "
+        "run init at the top to check the whole repository"
+    )
 
 
 def described(found: Detected) -> str:
@@ -99,9 +142,19 @@ def _package_json(root: Path) -> dict[str, Any]:
     return package if isinstance(package, dict) else {}
 
 
-def _monorepo(root: Path, found: Detected) -> None:
+def _monorepo(root: Path, found: Detected, *, at_top: bool) -> None:
     source, folders = monorepo_folders(root, _package_json(root))
-    if folders:
+    if folders and at_top and source.startswith("package.json") and found.junit is None:
+        found.package_gates = workspace_gates(root, folders)
+    if found.package_gates:
+        found.notes.append(
+            f"a monorepo ({source}: {', '.join(folders)}): `{found.test_command}` at the top "
+            "gives no per-test results, so each package's tests are a gate of their own, run "
+            "in its folder with its runner's report"
+        )
+        found.test_command = None
+        found.notes = [n for n in found.notes if NO_RESULTS not in n]  # the gates give them
+    elif folders:
         found.notes.append(
             f"a monorepo ({source}: {', '.join(folders)}): the checks run at the top; if the "
             "top's test command does not test every package, add a gate per package "
@@ -125,7 +178,7 @@ def _python(root: Path, found: Detected) -> None:
 def _node(root: Path, found: Detected) -> None:
     found.stack = "node"
     package = _package_json(root)
-    tests = node_tests(package)
+    tests = node_tests(package, installer=node_installer(root))
     found.test_command, found.junit = tests.command, tests.junit
     found.notes += tests.notes
     scripts = package.get("scripts")
@@ -135,15 +188,7 @@ def _node(root: Path, found: Detected) -> None:
 
 def _go(found: Detected) -> None:
     found.stack = "go"
-    if shutil.which("gotestsum"):
-        found.test_command = "gotestsum --junitfile reqdrive-junit.xml ./..."
-        found.junit = "reqdrive-junit.xml"
-    else:
-        found.test_command = "go test ./..."
-        found.notes.append(
-            "go test reports no per-test results: install gotestsum and use "
-            "`gotestsum --junitfile reqdrive-junit.xml ./...` with junit: reqdrive-junit.xml"
-        )
+    found.test_command = "go test ./..."  # the worker adds -json and reads each test's result
     found.lint_command = "go vet ./..."
 
 
@@ -175,7 +220,19 @@ def render_config(found: Detected) -> str:
         "",
         *_setup_lines(found),
     ]
-    if found.test_command and found.junit:
+    if found.package_gates:
+        lines += [
+            "# The checks the worker runs after every story: one per package, each writing",
+            "# JUnit XML, so every story is judged test by test.",
+            "gates:",
+        ]
+        for name, command, junit in found.package_gates:
+            lines += [
+                f"  - name: {json.dumps(name)}",
+                f"    command: {json.dumps(command)}",
+                f"    junit: {junit}",
+            ]
+    elif found.test_command and found.junit:
         lines += [
             "# The checks the worker runs after every story. This one writes JUnit XML, so",
             "# every story is judged test by test.",
@@ -254,9 +311,12 @@ def _setup_lines(found: Detected) -> list[str]:
     return [*[f"# {line}" for line in wrapped], f"# setup: {json.dumps(command)}", ""]
 
 
-def init_repository(root: Path, *, force: bool = False) -> tuple[list[Path], Detected]:
-    """Write the config and the example requirement; refuse to replace either without force."""
-    found = detect(root)
+def init_repository(
+    root: Path, *, force: bool = False, folder: Path | None = None
+) -> tuple[list[Path], Detected]:
+    """Write the config and the example requirement; refuse to replace either without force.
+    `folder`: the project to read, when init runs in a package below the top."""
+    found = detect(root, folder)
     files = {
         root / CONFIG_FILE: render_config(found),
         root / found.requirements_dir / EXAMPLE_NAME: EXAMPLE_REQUIREMENT,

@@ -3,6 +3,7 @@ runner's own per-test report option, a `src/` layout and monorepo folders."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -34,6 +35,17 @@ UNITTEST_RE = re.compile(r"^class \w+\((?:unittest\.)?\w*TestCase\b", re.MULTILI
 # A test script that is one command (no `&&`, `;` or pipe), whose runner we can add options to.
 ONE_COMMAND_RE = re.compile(r"\A[^&;|<>`$()]+\Z")
 PYTHON_TEST_NAMES = ("test_*.py", "*_test.py")
+# What a coverage wrapper (c8, nyc) starts after its own options.
+KNOWN_RUNNERS = frozenset({"node", "mocha", "vitest", "jest", "tape", "ava", "tap", "npm"})
+MOCHA_REPORTER_OPTIONS = ("-R", "--reporter", "-O", "--reporter-option", "--reporter-options")
+NO_RESULTS = "reports no per-test results"
+NODE_LOCKFILES = (
+    ("package-lock.json", "npm ci"),
+    ("pnpm-lock.yaml", "pnpm install"),
+    ("yarn.lock", "yarn install"),
+)
+MAX_PACKAGES = 30  # workspace packages given a gate each; a larger monorepo picks its own
+PLAIN_WORD_RE = re.compile(r"\A[\w./*?@%+,:=-]+\Z")
 
 
 @dataclass
@@ -114,55 +126,133 @@ def _src_prefix(root: Path, found: TestSetup) -> str:
     return "PYTHONPATH=src "
 
 
-def node_tests(package: dict[str, Any]) -> TestSetup:
-    """The test script's runner with its own JUnit report option, when it has one."""
-    scripts = package.get("scripts")
-    script = scripts.get("test") if isinstance(scripts, dict) else None
+def node_installer(root: Path) -> str:
+    """How the project installs node_modules, as its lockfile says."""
+    for lockfile, command in NODE_LOCKFILES:
+        if (root / lockfile).is_file():
+            return command
+    return "npm install"
+
+
+def node_tests(package: dict[str, Any], *, installer: str = "npm ci") -> TestSetup:
+    """The test script's runner with its own JUnit report option, when it has one; a script
+    chaining `npm run` steps is read through to the step that runs the tests."""
+    scripts = _mapping(package, "scripts")
+    script = scripts.get("test")
     if not isinstance(script, str) or not script.strip():
         return TestSetup(notes=["package.json has no test script: set testCommand yourself"])
     deps = {**_mapping(package, "devDependencies"), **_mapping(package, "dependencies")}
-    words = shlex.split(script) if ONE_COMMAND_RE.match(script) else []
-    runner = _runner_command(words, deps)
     install = (
-        "the checks need the project's node_modules in the worktree: npm ci installs them "
-        "(npx --no-install never downloads a runner that is not installed)"
+        "the checks need the project's node_modules in the worktree: "
+        f"{installer} installs them (npx --no-install never "
+        "downloads a runner that is not installed)"
     )
-    if runner is not None:
-        return TestSetup(runner, JUNIT_FILE, [install])
-    if words[:1] == ["jest"]:
-        why = (
-            "jest gives per-test results through jest-junit, which is not installed: "
-            "npm install --save-dev jest-junit, then run `reqdrive init --force` again"
-        )
-    else:
-        why = (
-            f"npm test ({script}) reports no per-test results: give your runner's JUnit "
-            "reporter a file and name it with `junit:` for per-test verdicts"
-        )
+    steps = _steps(script, scripts)
+    found = [(step, runner) for step in steps if (runner := _runner_command(step, deps))]
+    if len(found) == 1:
+        (step, runner), notes = found[0], []
+        if step[:1] in (["c8"], ["nyc"]):
+            notes.append(f"{step[0]} (coverage) is left out: the checks judge tests")
+        others = [" ".join(s) for s in steps if s is not step]
+        if others:
+            notes.append(
+                f"npm test also runs {'; '.join(others)}: add a gate for each that should "
+                "judge every story"
+            )
+        return TestSetup(runner, JUNIT_FILE, [*notes, install])
+    jest = next((_unwrapped(s) for s in steps if _unwrapped(s)[:1] == ["jest"]), None)
+    if jest is not None:
+        # The worker adds jest's own JSON report to a command that starts jest.
+        return TestSetup(f"npx --no-install {shlex.join(jest)}", None, [install])
+    why = (
+        f"npm test ({script}) {NO_RESULTS}, so every story stays unverified: set testCommand "
+        "to the runner itself (npx jest, npx vitest run, node --test) or give its JUnit "
+        "reporter a file and name it with `junit:`"
+    )
     return TestSetup("npm test", None, [why, install])
 
 
-def _runner_command(words: list[str], deps: dict[str, Any]) -> str | None:
-    """The one-command test script with its runner's JUnit reporter added, or None."""
+def _steps(script: str, scripts: dict[str, Any], depth: int = 0) -> list[list[str]]:
+    """The commands a script runs, as words: `a && npm run b` read through b's script (two
+    levels deep); [] when the script is more than `&&` between plain commands."""
+    steps = []
+    for part in script.split("&&"):
+        if not ONE_COMMAND_RE.match(part) or not part.strip():
+            return []
+        words = shlex.split(part)
+        name = _npm_run_target(words)
+        inner = scripts.get(name) if name else None
+        if isinstance(inner, str) and depth < 2:
+            steps += _steps(inner, scripts, depth + 1) or [words]
+        else:
+            steps.append(words)
+    return steps
+
+
+def _npm_run_target(words: list[str]) -> str | None:
+    if words[:2] in (["npm", "run"], ["npm", "run-script"]) and len(words) == 3:
+        return words[2]
+    return None
+
+
+def _unwrapped(words: list[str]) -> list[str]:
+    """The command without a coverage wrapper (`c8 --100 node --test` is `node --test`) and
+    without npx (a script finds node_modules/.bin itself; a gate's npx must not download)."""
+    if words[:1] in (["c8"], ["nyc"]):
+        start = next((i for i, w in enumerate(words) if w in KNOWN_RUNNERS), len(words))
+        words = words[start:]
+    if words[:1] == ["npx"]:
+        words = [w for w in words[1:] if w not in ("--no-install", "--no", "-y", "--yes")]
+    return words
+
+
+def _runner_command(step: list[str], deps: dict[str, Any]) -> str | None:
+    """The step's runner with its JUnit reporter added, or None."""
+    words = _unwrapped(step)
+    args = _join(words[1:])
     if words[:2] == ["node", "--test"]:
         reporters = (
             "--test-reporter=spec --test-reporter-destination=stdout "
             f"--test-reporter=junit --test-reporter-destination={JUNIT_FILE}"
         )
-        return f"node --test {reporters} {shlex.join(words[2:])}".rstrip()
+        return f"node --test {reporters} {_join(words[2:])}".rstrip()
     if words[:1] == ["vitest"]:
-        args = words[2:] if words[1:2] == ["run"] else words[1:]
+        args = _join(words[2:] if words[1:2] == ["run"] else words[1:])
         # vitest's built-in JUnit reporter; `run` so it never waits in watch mode.
         return (
-            f"npx --no-install vitest run {shlex.join(args)} --reporter=default "
+            f"npx --no-install vitest run {args} --reporter=default "
             f"--reporter=junit --outputFile={JUNIT_FILE}"
         ).replace("  ", " ")
     if words[:1] == ["jest"] and "jest-junit" in deps:
         return (
-            f"JEST_JUNIT_OUTPUT_FILE={JUNIT_FILE} npx --no-install jest {shlex.join(words[1:])} "
+            f"JEST_JUNIT_OUTPUT_FILE={JUNIT_FILE} npx --no-install jest {args} "
             "--ci --reporters=default --reporters=jest-junit"
         ).replace("  ", " ")
+    if words[:1] == ["mocha"]:
+        # mocha's built-in xunit reporter writes JUnit XML; it replaces the script's own.
+        return (
+            f"npx --no-install mocha {_join(_without_reporter(words[1:]))} --reporter xunit "
+            f"--reporter-options output={JUNIT_FILE}"
+        ).replace("  ", " ")
     return None
+
+
+def _without_reporter(args: list[str]) -> list[str]:
+    """mocha's arguments less its reporter and the reporter's options."""
+    kept, skip = [], False
+    for word in args:
+        if skip:
+            skip = False
+        elif word in MOCHA_REPORTER_OPTIONS:
+            skip = True
+        elif not word.startswith(tuple(f"{o}=" for o in MOCHA_REPORTER_OPTIONS)):
+            kept.append(word)
+    return kept
+
+
+def _join(words: list[str]) -> str:
+    """Words back into a shell line, globs left for the shell (`test/*`) as the script had."""
+    return " ".join(w if PLAIN_WORD_RE.match(w) else shlex.quote(w) for w in words)
 
 
 def monorepo_folders(root: Path, package: dict[str, Any]) -> tuple[str, list[str]]:
@@ -181,6 +271,37 @@ def monorepo_folders(root: Path, package: dict[str, Any]) -> tuple[str, list[str
     if len(nested) > 1 or (nested and (root / "pyproject.toml").is_file()):
         return "pyproject.toml files", nested
     return "", []
+
+
+def workspace_gates(root: Path, workspaces: list[str]) -> list[tuple[str, str, str]]:
+    """A gate (name, command, report) per workspace package whose test runner init knows,
+    run in the package's folder: the top's `npm test --workspaces` gives no per-test results."""
+    folders = sorted(
+        {
+            p.parent
+            for w in workspaces
+            if not w.startswith("!")
+            for p in root.glob(f"{w}/package.json")
+        }
+    )[:MAX_PACKAGES]
+    installer = node_installer(root)
+    gates: list[tuple[str, str, str]] = []
+    for folder in folders:
+        try:
+            package = json.loads((folder / "package.json").read_text())
+        except (OSError, ValueError):
+            continue
+        tests = node_tests(package if isinstance(package, dict) else {}, installer=installer)
+        if tests.command is None or tests.junit is None:
+            continue
+        where = folder.relative_to(root).as_posix()
+        name = folder.name if all(g[0] != folder.name for g in gates) else where
+        if name in ("tests", "lint"):
+            name = where
+        gates.append(
+            (name, f"cd {shlex.quote(where)} && {tests.command}", f"{where}/{tests.junit}")
+        )
+    return gates
 
 
 def project_files(root: Path, patterns: tuple[str, ...]) -> Iterator[Path]:

@@ -14,7 +14,7 @@ from worker.confine.redact import Redactor
 from worker.exceptions import ReqdriveError
 from worker.local.checkout import repo_root
 from worker.local.exit_codes import ExitCode, exit_code_for
-from worker.local.init_repo import described, init_repository
+from worker.local.init_repo import described, init_repository, project_folder
 from worker.local.runs import current_log, holder, progress_path, run_folder
 from worker.local.spec_from_args import SECRET_ENV_RE
 from worker.local.validate_repo import SEEDS_CONFIG, convert_seeds_config, validate_repository
@@ -33,7 +33,8 @@ def init_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     try:
         root = repo_root(Path.cwd())
-        written, found = init_repository(root, force=args.force)
+        folder = project_folder(root, Path.cwd())
+        written, found = init_repository(root, force=args.force, folder=folder)
     except ReqdriveError as error:
         print(f"reqdrive init: {error}", file=sys.stderr)
         return int(exit_code_for(error))

@@ -27,6 +27,19 @@ class TestStatus(StrEnum):
     SKIPPED = "skipped"
 
 
+class Runner(StrEnum):
+    """A test runner whose per-test results the worker collects itself, from outside the
+    repository (docs/verification.md: what each gives)."""
+
+    PYTEST = "pytest"
+    GO = "go"
+    VITEST = "vitest"
+    JEST = "jest"
+    NODE = "node"  # node --test
+    CARGO = "cargo"  # cargo test: no stable per-test report; named so the hint can say so
+    NEXTEST = "nextest"
+
+
 class GateSpec(BaseModel):
     """One check the worker runs in the worktree: a bash command with a timeout."""
 
@@ -41,6 +54,9 @@ class GateSpec(BaseModel):
     # itself; True means the command writes JUnit XML to $REQDRIVE_JUNIT_XML; a path
     # (relative to the worktree) is where the runner writes its own report.
     junit: bool | str = False
+    # The test runner the command starts, when the worker cannot tell it from the command
+    # (a script, `make test`): the worker then adds that runner's reporter itself.
+    runner: Runner | None = None
 
     @field_validator("junit")
     @classmethod
@@ -89,6 +105,16 @@ class GateResult(BaseModel):
     # failed test id -> where it failed, for the tests whose file and line are known
     # (absent from checkpoints written before sites were kept).
     failure_sites: dict[str, FailureSite] = Field(default_factory=dict)
+    # Where the worker's own collectors disagree with each other or with the exit code
+    # (collected ids against reported ones, a green exit with failed tests): such results
+    # never make an attempt "passed".
+    disagreements: list[str] = Field(default_factory=list)
+    # A gate that runs tests but gave no per-test results: why, and the configuration line
+    # that would give them. Such a gate never makes an attempt "passed".
+    no_results: str = ""
+    # The test ids the run was limited to (`only`), when the runner could select them:
+    # the others did not run and are absent from `tests`.
+    selected: list[str] | None = None
 
     @property
     def failed_tests(self) -> list[str] | None:
@@ -110,4 +136,7 @@ class GateResult(BaseModel):
             "failedTests": self.failed_tests,
             "tests": self.tests,
             "failureSites": {t: site.model_dump() for t, site in self.failure_sites.items()},
+            "disagreements": self.disagreements,
+            "noResults": self.no_results,
+            "selected": self.selected,
         }

@@ -244,7 +244,7 @@ def _describe(exc: ValidationError) -> list[str]:
 def _did_you_mean(key: str) -> str:
     parent, _, last = key.rpartition(".")
     if parent.startswith("gates["):
-        known = ["name", "command", "timeout", "junit"]
+        known = ["name", "command", "timeout", "junit", "runner"]
     else:
         model: type[BaseModel] = AgentConfig if parent == "agent" else RepoConfig
         known = [f.alias or name for name, f in model.model_fields.items()]

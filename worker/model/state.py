@@ -79,9 +79,15 @@ class StopReason(StrEnum):
     ALL_STORIES_PASSED = "all stories passed"
     STORIES_SETTLED = "no story left to try"  # some failed or are unverified
     MAX_ITERATIONS = "maxIterations reached"
-    BUDGET_SPENT = "budgetUsd spent"
+    BUDGET_SPENT = "budget reached (the run's budgetUsd)"
+    MONTHLY_BUDGET_SPENT = "budget reached (the installation's monthly budget)"
     CANCELLED = "cancelled"
     SUPERSEDED = "the requirement changed"  # a newer text runs next, on the same branch
+
+    @classmethod
+    def _missing_(cls, value: object) -> StopReason | None:
+        # Checkpoints saved before the budget stops were named "budget reached".
+        return cls.BUDGET_SPENT if value == "budgetUsd spent" else None
 
 
 class TestCheck(BaseModel):
@@ -96,6 +102,11 @@ class TestCheck(BaseModel):
     added: bool = False  # the story wrote it; `at_parent` is its result without the change
     at_parent: str | None = None
     problem: str = ""  # why this test keeps the story from passing; "" when it does not
+    # It passed before and failed with the story, so it ran again alone on both sides: what
+    # those runs gave ("" when it was not re-run), and whether that showed it flaky (its
+    # result flips without the story's change: kept out of the verdict).
+    reruns: str = ""
+    flaky: bool = False
 
 
 class FrozenTests(BaseModel):
@@ -191,6 +202,10 @@ class Checkpoint(BaseModel):
     prd: Prd | None = None
     stories: list[StoryRecord] = Field(default_factory=list)
     baseline: list[GateResult] | None = None
+    # The commit the baseline was measured on, and the cache entry it came from when an
+    # earlier run measured the same tree with the same gates (None: measured by this run).
+    baseline_sha: str | None = None
+    baseline_cached: str | None = None
     cost_usd: float = 0.0
     stop_reason: StopReason | None = None
     error: str | None = None
@@ -311,6 +326,12 @@ class RunResult(BaseModel):
     # Baseline failures no story claimed: kept as final checks.
     unclaimed_tests: list[str] = Field(default_factory=list)
     per_test_results: bool = False  # did any check report results per test id?
+    # Tests a story's re-runs showed flaky: kept out of the verdict, with why.
+    flaky_tests: dict[str, str] = Field(default_factory=dict)
+    # Where the final checks' results came from when they were not run again: the attempt
+    # that judged the head commit with the same gates ("iteration 3 (US-002 attempt 1)").
+    final_gates_from: str | None = None
+    baseline_cached: str | None = None  # the checkpoint's
     # Gates failing on the branch and on the base alike, the branch adding none of their
     # findings: gate name -> what the PR body says. Not the branch's doing, so no draft.
     failing_on_base: dict[str, str] = Field(default_factory=dict)

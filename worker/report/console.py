@@ -33,6 +33,16 @@ GATE_RUN_SUFFIXES = {
     ".parent": ", its new tests on the parent (must fail)",
     ".restored": ", the checks as they were before its change",
     "-tests": ", its tests before its code (new ones must fail)",
+    # A test that passed before and failed with the story, run again (flaky.py).
+    ".parent.rerun1": ", a failing test run again without its change (1 of 2)",
+    ".parent.rerun2": ", a failing test run again without its change (2 of 2)",
+    ".rerun1": ", a failing test run again with its change (1 of 2)",
+    ".rerun2": ", a failing test run again with its change (2 of 2)",
+}
+# Results a run did not measure again, told apart from a run of the checks.
+NOT_RUN_AGAIN = {
+    "baseline.cached": "baseline (from the cache: an earlier run measured this tree)",
+    "verification.reused": "verify (not run again: this commit was judged with these checks)",
 }
 COMMAND_CHARS = 40
 
@@ -96,6 +106,8 @@ class ConsoleReporter:
         """ "baseline", "verify", "US-001 attempt 2, its new tests on the parent commit"."""
         if label in {"baseline", "verification"}:
             return "baseline" if label == "baseline" else "verify"
+        if label in NOT_RUN_AGAIN:
+            return NOT_RUN_AGAIN[label]
         for suffix, words in GATE_RUN_SUFFIXES.items():
             if label.endswith(suffix):
                 return self._attempt + words

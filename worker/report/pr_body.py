@@ -28,9 +28,11 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
         _frozen_tests(result.stories),
         _story_details(result.stories),
         _gates_table(result.baseline_gates, result.final_gates),
+        _where_results_came_from(result),
         _baseline_section(result),
         _failing_on_base(result),
         _still_failing(result),
+        _flaky(result),
         _reverted_and_refused(result.stories),
         _checklist(result.stories),
         _time_and_cost(result),
@@ -194,6 +196,11 @@ def _test_lines(story: StoryRecord) -> list[str]:
         lines += [f"- `{_cell(t)}` (owned): not judged yet" for t in story.tests]
     broken = [c for c in checks if not c.owned and c.problem]
     lines += [f"- `{_cell(c.id)}`: {c.before} → {c.after} — {_inline(c.problem)}" for c in broken]
+    lines += [
+        f"- `{_cell(c.id)}`: flaky, kept out of the verdict ({_inline(c.reruns)})"
+        for c in checks
+        if c.flaky
+    ]
     if not owned and not story.tests and story.attempts:
         lines.append("- no test of its own: judged only on not breaking the others")
     return lines
@@ -218,6 +225,22 @@ def _gates_table(baseline: Sequence[GateResult], final: Sequence[GateResult]) ->
             f"| {_gate_state(gate)} | `{_cell(gate.command)}` |"
         )
     return "\n".join(rows)
+
+
+def _where_results_came_from(result: RunResult) -> str:
+    """Results not measured again, and whose they are."""
+    lines = []
+    if result.baseline_cached:
+        lines.append(
+            "The base commit's results come from an earlier run on the same tree with the same "
+            f"checks and configuration (cache entry {_inline(result.baseline_cached)})."
+        )
+    if result.final_gates_from:
+        lines.append(
+            "The final checks were not run again: this branch's head was already judged with "
+            f"the same checks, in {_inline(result.final_gates_from)}."
+        )
+    return "\n".join(lines)
 
 
 def _gate_state(gate: GateResult | None) -> str:
@@ -286,6 +309,20 @@ def _still_failing(result: RunResult) -> str:
         return "### Tests still failing\n\nNone: every test the checks ran passes on this branch."
     lines = ["### Tests still failing", ""]
     lines += [f"- `{_cell(t)}`: {_inline(why)}" for t, why in result.still_failing.items()]
+    return "\n".join(lines)
+
+
+def _flaky(result: RunResult) -> str:
+    if not result.flaky_tests:
+        return ""
+    lines = [
+        "### Flaky tests (kept out of the verdict)",
+        "",
+        "Each passed before its story and failed with it; run again alone, twice with the "
+        "story's change and twice without, its result changed without the change.",
+        "",
+    ]
+    lines += [f"- `{_cell(t)}`: {_inline(why)}" for t, why in result.flaky_tests.items()]
     return "\n".join(lines)
 
 

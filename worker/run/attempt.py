@@ -18,6 +18,7 @@ from worker.run.context import RunContext
 from worker.run.resume import story_trailer
 from worker.run.tests_call import TestsCall, changed_passing, frozen_owned
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
+from worker.run.selected import rerun_alone, run_selected
 from worker.verdict.judging import (
     MISSING,
     added_tests,
@@ -240,6 +241,9 @@ class StoryAttempt:
 
         verdict = decide(
             evidence,
+            rerun_alone=lambda ids: rerun_alone(
+                ctx, self.label, parent=pre, commit=commit, test_ids=ids
+            ),
             added_at_parent=lambda: (
                 frozen
                 if frozen is not None
@@ -268,12 +272,12 @@ class StoryAttempt:
         self, commit: str, changed: list[str], added: list[str]
     ) -> dict[str, str]:
         """The story's new tests run on its parent commit: only its test files applied."""
-        with self.ctx.git.parent_with(self.pre, commit, files_with_tests(changed, added)):
-            results = run_gates_on(self.ctx, f"{self.label}.parent", fail_fast=False)
-        tests = tests_by_id(results) or {}
         # A module that cannot even be imported without the change is reported by pytest as
         # one failed case named after the module: its tests failed there.
-        return {t: str(tests.get(t) or tests.get(t.split("::", 1)[0]) or MISSING) for t in added}
+        modules = {t.split("::", 1)[0] for t in added}
+        with self.ctx.git.parent_with(self.pre, commit, files_with_tests(changed, added)):
+            tests = run_selected(self.ctx, f"{self.label}.parent", {*added, *modules})
+        return {t: tests[t] if tests[t] != MISSING else tests[t.split("::", 1)[0]] for t in added}
 
     def _failed(self, error: Exception, base: dict[str, Any]) -> AttemptRecord:
         """The attempt failed in the worker's own steps: recorded with why, the worktree put

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from worker.exceptions import ChecksCannotStart, RunCancelled
 from worker.model.gates import GateResult
+from worker.run.baseline_cache import BaselineCache, baseline_key
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
 from worker.run.setup import set_up
@@ -18,6 +19,7 @@ def measure_baseline(ctx: RunContext) -> None:
     cp = ctx.cp
     set_up(ctx)  # every time: a resumed run's worktree is a fresh checkout
     if cp.baseline is None:
+        cp.baseline_sha = ctx.git.head()
         baseline = _baseline(ctx)
         # Gates stopped part-way measured nothing: a resumed run measures them again.
         cp.baseline = None if ctx.cancel.is_set() else baseline
@@ -32,17 +34,36 @@ def _baseline(ctx: RunContext) -> list[GateResult]:
 
     That is the base commit, or the branch's head when an earlier run of this requirement
     (before its text was edited) left commits there: the stories build on that head, so
-    its tests are nobody's new tests and must not be judged as a story's."""
+    its tests are nobody's new tests and must not be judged as a story's.
+
+    A base commit an earlier run measured, with the same tree, gates, config, tools and
+    sandbox (baseline_key), is not measured again: its results come from the work dir's
+    cache, and the checkpoint (run.json, the PR) says so. Only the base commit's results are
+    saved: a branch head holds the agent's commits, whose code ran in the gates."""
     if not ctx.gates:
         return []
-    results = run_gates_on(ctx, "baseline", fail_fast=False)
-    if not ctx.cancel.is_set():  # stopped gates say nothing about the starting commit
+    cp, head = ctx.cp, ctx.git.head()
+    on_base = head == cp.base_sha
+    cache, key = BaselineCache(ctx.spec.work_dir / "baseline-cache"), baseline_key(ctx, head)
+    cached = cache.load(key) if on_base else None
+    if cached is not None:
+        cp.baseline_cached = f"{key[:12]}, measured by run {cached.measured_by}"
+        results = cached.gates
+        ctx.folder.write_json("baseline.gates.json", [r.to_json() for r in results])
+        ctx.reporter.gates_finished("baseline.cached", results, 0.0)
+    else:
+        results = run_gates_on(ctx, "baseline", fail_fast=False)
+        if ctx.cancel.is_set():  # stopped gates say nothing about the starting commit
+            return results
         _check_started(ctx, results)
-        on_base = ctx.git.head() == ctx.cp.base_sha
-        ctx.folder.append_progress(
-            f"baseline on {'the base commit' if on_base else 'the branch head'}: "
-            + ", ".join(f"{g.name} {'passes' if g.passed else 'FAILS'}" for g in results)
-        )
+        if on_base:
+            cache.save(key, results, measured_by=ctx.spec.run_id)
+    ctx.folder.append_progress(
+        f"baseline on {'the base commit' if on_base else 'the branch head'}"
+        + (f" (from the cache: {cp.baseline_cached})" if cached is not None else "")
+        + ": "
+        + ", ".join(f"{g.name} {'passes' if g.passed else 'FAILS'}" for g in results)
+    )
     return results
 
 

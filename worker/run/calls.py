@@ -3,25 +3,58 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import replace
 
 from worker.agents.base import AgentCall, AgentOutcome
+from worker.agents.claude import ClaudeRunner
+from worker.agents.pricing import CallCost, call_cost, with_cost
 from worker.confine.disk import empty_folders, over_quota
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS
 from worker.confine.safe_paths import empty_folder
 from worker.confine.sandbox import Sandbox, SandboxNetwork
+from worker.exceptions import BudgetReached
 from worker.model.gates import GateResult
 from worker.model.repo_config import GatesMode
+from worker.model.state import StopReason
 from worker.run.context import RunContext
+from worker.run.turn_budget import TurnBudget
 from worker.verdict.gates import run_gates
+
+# npm's settings for every check (not the setup, which installs): npx never downloads a
+# package the worktree does not have, so a missing node_modules stops the run at the baseline
+# (verdict/unstartable.py) instead of the checks running the newest major of the runner; and
+# no update check reaching the registry from every npm command. `npx --yes` still downloads.
+NPM_CHECK_SETTINGS = {"npm_config_yes": "false", "npm_config_update_notifier": "false"}
+
+
+def budget_reached(ctx: RunContext) -> BudgetReached | None:
+    """Why no agent call may start now: the run's budgetUsd spent, or the budget it shares
+    (the installation's month); None while both have room."""
+    budget, spent = ctx.config.budget_usd, ctx.cp.cost_usd
+    if budget is not None and spent >= budget:
+        return BudgetReached(
+            f"budget reached: this run's agent calls cost ${spent:.2f} of its budgetUsd "
+            f"${budget:.2f}"
+        )
+    shared = ctx.spec.shared_budget
+    why = shared.reached() if shared is not None else None
+    return BudgetReached(f"budget reached: {why}", shared=True) if why else None
+
+
+def budget_stop(reached: BudgetReached) -> StopReason:
+    return StopReason.MONTHLY_BUDGET_SPENT if reached.shared else StopReason.BUDGET_SPENT
 
 
 def call_agent(
     ctx: RunContext, label: str | int, prompt: str, *, start: str | None = None
 ) -> AgentOutcome:
     """One agent call on the worktree with this prompt, from `start` (the checkpoint's head
-    unless given: an implement call starts on its story's frozen tests); its cost is the
-    run's."""
+    unless given: an implement call starts on its story's frozen tests), unless a budget is
+    spent (raises BudgetReached, before anything starts); its cost is the run's and the
+    shared budget's."""
+    if (reached := budget_reached(ctx)) is not None:
+        raise reached
     folder = ctx.folder
     prompt_path = folder.write_text(folder.prompt_path(label).name, prompt)
     sandbox = _agent_sandbox(ctx)
@@ -36,7 +69,15 @@ def call_agent(
         sandbox=sandbox and sandbox.bind(readonly=[prompt_path]),
     )
     ctx.reporter.agent_started(str(label))
-    outcome = ctx.runner.run(call, cancel=ctx.cancel)
+    watch = _turn_budget(ctx, call)
+    if watch is None:
+        outcome = ctx.runner.run(call, cancel=ctx.cancel)
+    else:
+        watch.start()
+        try:
+            outcome = ctx.runner.run(call, cancel=watch.stop)
+        finally:
+            watch.finish()
     ctx.reporter.agent_finished(str(label), outcome.duration_s, _ended(ctx, outcome))
     sweep_leftovers(ctx)
     ctx.git.secure()  # before any git of ours reads what it may have planted
@@ -49,12 +90,53 @@ def call_agent(
         empty_folders((places.home, places.handoff, places.git_view))
         outcome = replace(outcome, error=over)
     folder.sweep()
-    ctx.cp.cost_usd += outcome.cost_usd or 0.0
-    return outcome
+    cost = call_cost(outcome, ctx.agent.model)
+    # Stopped by the watch (a call that ended on its own as the budget was reached keeps its
+    # work: the next budget check stops the run).
+    stopped = watch is not None and watch.reached and outcome.exit_code is None
+    if stopped and watch is not None and watch.estimate_usd > cost.usd:
+        # Stopped mid-call, it printed no result line: what its replies streamed is its cost.
+        cost = CallCost(watch.estimate_usd, "stopped between turns: its streamed replies priced")
+    if cost.note:
+        folder.append_progress(f"agent call {label}: {cost.note}")
+    ctx.cp.cost_usd += cost.usd
+    if ctx.spec.shared_budget is not None:
+        ctx.spec.shared_budget.charge(cost.usd)
+    if stopped:
+        # What it changed before it was stopped is not judged: the worktree goes back.
+        ctx.git.restore(ctx.cp.head_sha, ignored_too=True)
+        raise budget_reached(ctx) or BudgetReached("budget reached")
+    return with_cost(outcome, cost)
 
 
-def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateResult]:
-    """The gates on the worktree as it is; what they wrote is dropped after."""
+def _turn_budget(ctx: RunContext, call: AgentCall) -> TurnBudget | None:
+    """A watch on the call's streamed turns, when the runner streams them and the run has a
+    budgetUsd (the installation's month is checked before each call)."""
+    budget = ctx.config.budget_usd
+    if budget is None or not isinstance(ctx.runner, ClaudeRunner):
+        return None
+    return TurnBudget(
+        log_path=call.log_path,
+        model=ctx.agent.model,
+        spent_usd=ctx.cp.cost_usd,
+        budget_usd=budget,
+        cancel=ctx.cancel,
+    )
+
+
+def run_gates_on(
+    ctx: RunContext, label: str, *, fail_fast: bool, only: Collection[str] | None = None
+) -> list[GateResult]:
+    """The gates on the worktree as it is; what they wrote is dropped after.
+
+    Each gate reports per test through a reporter the worker adds (verdict/runners.py),
+    cross-checked (GateResult.disagreements). With `only` (test ids, as results name them),
+    just the gates that run tests run, and a runner that can select tests runs only those:
+    pytest (reqdrive's plugin deselects the others), go (`-run` on their top-level names,
+    in every package the command tests) and jest (their files and a `-t` name pattern);
+    vitest, node and others run whole.
+    A gate whose runner selected them says so in `selected`; an id in `only` missing from
+    its `tests` did not run (no such test, or it was not collected)."""
     if not ctx.gates:
         return []
     ctx.reporter.gates_started(label, ctx.gates)
@@ -62,7 +144,7 @@ def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateRe
     results = run_gates(
         ctx.gates,
         cwd=ctx.git.path,
-        env=ctx.gate_env,
+        env={**ctx.gate_env, **NPM_CHECK_SETTINGS},
         output_dir=ctx.folder.path,
         label=label,
         redactor=ctx.redactor,
@@ -72,6 +154,7 @@ def run_gates_on(ctx: RunContext, label: str, *, fail_fast: bool) -> list[GateRe
         sandbox=_gate_sandbox(ctx),
         homes=ctx.places.gate_home,
         limits=ctx.spec.limits,
+        only=only,
     )
     ctx.reporter.gates_finished(label, results, time.monotonic() - started)
     sweep_leftovers(ctx)

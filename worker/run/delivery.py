@@ -4,40 +4,74 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from worker.model.gates import GateResult
+from worker.model.gates import GateResult, GateSpec
 from worker.model.state import Checkpoint, RunResult, RunStatus, RunStep, StopReason, StoryState
 from worker.report.pr_body import render_pr_body
 from worker.report.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
 from worker.verdict.base_debt import base_debt
-from worker.verdict.judging import (
-    baseline_changes,
-    final_failures,
-    readiness,
-    tests_by_id,
-    unclaimed,
-)
+from worker.verdict.flaky import flaky_in
+from worker.verdict.judging import KEPT, tests_by_id
+from worker.verdict.readiness import baseline_changes, final_failures, readiness, unclaimed
 
 
-def verify(ctx: RunContext) -> list[GateResult]:
-    """Every gate on the branch's head: the final checks."""
+@dataclass(frozen=True)
+class Verification:
+    """The final checks' results, and where they came from when they were not run again."""
+
+    gates: list[GateResult]
+    reused_from: str | None = None
+
+
+def verify(ctx: RunContext) -> Verification:
+    """Every gate on the branch's head: the final checks. A head already judged with the same
+    gates (the kept attempt that made it, or the baseline when no story was kept) is not
+    judged again: that run's results are the final ones, and the summary says so."""
+    judged = judged_results(ctx.cp, ctx.gates)
+    if judged is not None:
+        ctx.folder.append_progress(f"verification: the head's results from {judged.reused_from}")
+        ctx.reporter.gates_finished("verification.reused", judged.gates, 0.0)
+        return judged
     ctx.git.restore(ctx.cp.head_sha)
-    return run_gates_on(ctx, "verification", fail_fast=False)
+    return Verification(run_gates_on(ctx, "verification", fail_fast=False))
 
 
-def deliver(ctx: RunContext, final: list[GateResult], stop: StopReason) -> RunResult:
+def judged_results(cp: Checkpoint, gates: Sequence[GateSpec]) -> Verification | None:
+    """The results that judged the head commit with exactly these gates (every one of them,
+    with the same name and command, in order), or None."""
+    made_head = [
+        (a.iteration, f"iteration {a.iteration} ({s.id} attempt {a.attempt})", a.gates)
+        for s in cp.stories
+        for a in [*s.earlier_attempts, *s.attempts]
+        if a.commit == cp.head_sha and a.outcome in KEPT
+    ]
+    if made_head:
+        _, source, results = max(made_head, key=lambda found: found[0])
+    elif cp.baseline is not None and cp.baseline_sha == cp.head_sha:
+        source, results = "the baseline", cp.baseline
+    else:
+        return None
+    wanted = [(g.name, g.command) for g in gates]
+    if not wanted or [(g.name, g.command) for g in results] != wanted:
+        return None
+    return Verification(list(results), source)
+
+
+def deliver(ctx: RunContext, final: Verification, stop: StopReason) -> RunResult:
     """The run's result, its summary, patch and PR body written; the run finished."""
     cp, journal = ctx.cp, ctx.journal
     result = run_result(
         cp,
-        final,
+        final.gates,
         project=journal.prd.project,
         expected_gates=[g.name for g in ctx.gates],
         stop=stop,
         duration_s=time.monotonic() - ctx.started,
         run_dir=str(ctx.folder.path),
+        final_gates_from=final.reused_from,
     )
     diff = ctx.git.diff(cp.base_sha, cp.head_sha)
     write_delivery(ctx.folder, result, iterations=cp.iteration, diff=diff)
@@ -57,6 +91,7 @@ def run_result(
     stop: StopReason,
     duration_s: float,
     run_dir: str,
+    final_gates_from: str | None = None,
 ) -> RunResult:
     """What the run did, judged: which stories passed, which baseline failures it fixed,
     ready for review or a draft and why."""
@@ -84,6 +119,9 @@ def run_result(
         per_test_results=any(
             tests_by_id(gates) is not None for gates in (cp.baseline or [], final)
         ),
+        flaky_tests=flaky_in(cp.stories),
+        final_gates_from=final_gates_from,
+        baseline_cached=cp.baseline_cached,
         ready=ready,
         draft_reason=why,
         stop_reason=stop,
@@ -115,6 +153,10 @@ def verification_summary(result: RunResult, iterations: int) -> dict[str, object
         },
         "iterations": iterations,
         "gates": [g.model_dump(exclude={"output_tail"}) for g in result.final_gates],
+        # Not run again when the head was already judged with the same gates: whose they are.
+        "gates_reused_from": result.final_gates_from,
+        "baseline_from_cache": result.baseline_cached,
+        "flaky_tests": result.flaky_tests,
         "all_gates_passed": all(g.passed for g in result.final_gates),
         "baseline_fixed_tests": result.fixed_tests,
         "baseline_remaining_tests": result.remaining_tests,

@@ -9,7 +9,8 @@ from worker.plan.planning import Planner, check_test_claims
 from worker.report.story_states import count_stories
 from worker.run.calls import call_agent
 from worker.run.context import RunContext
-from worker.verdict.judging import tests_by_id, unclaimed
+from worker.verdict.judging import tests_by_id
+from worker.verdict.readiness import unclaimed
 
 
 def make_plan(ctx: RunContext) -> None:

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.sandbox import Sandbox
@@ -26,6 +27,19 @@ class Requirement:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+class SharedBudget(Protocol):
+    """Spend counted beyond this run (the App counts an installation's month in Redis): asked
+    before every agent call, told what each call cost."""
+
+    def reached(self) -> str | None:
+        """Why no agent call may start now ("... $20.13 of $20.00 ..."), or None."""
+        ...
+
+    def charge(self, cost_usd: float) -> None:
+        """Count what one agent call of this run cost."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,9 @@ class RunSpec:
     # Asked before each story: a newer text of the requirement waits to run (a push edited
     # it), so the loop stops after the story it is on, which is never cut short.
     superseded: Callable[[], bool] | None = None
+    # Spend shared with other runs (the installation's monthly budget), checked before every
+    # agent call like the run's own budgetUsd; None: only budgetUsd limits the run.
+    shared_budget: SharedBudget | None = None
     # The config to use instead of the base commit's, and its path (`--config-from-worktree`).
     config_override: tuple[RepoConfig, str] | None = None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from worker.exceptions import BudgetReached
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -13,6 +14,7 @@ from worker.model.state import (
     select_next_story,
 )
 from worker.run.attempt import StoryAttempt
+from worker.run.calls import budget_reached, budget_stop
 from worker.run.context import RunContext
 from worker.verdict.judging import KEPT, story_state
 
@@ -32,10 +34,13 @@ def implement(ctx: RunContext) -> StopReason:
             return StopReason.STORIES_SETTLED
         if cp.iteration - cp.retry_from >= config.max_iterations:
             return StopReason.MAX_ITERATIONS
-        budget = config.budget_usd
-        if budget is not None and cp.cost_usd >= budget:
-            return StopReason.BUDGET_SPENT
-        attempt_story(ctx, story)
+        try:  # checked here and before the agent call itself (the month is shared)
+            if (reached := budget_reached(ctx)) is not None:
+                raise reached
+            attempt_story(ctx, story)
+        except BudgetReached as spent:
+            ctx.folder.append_progress(str(spent))
+            return budget_stop(spent)
 
 
 def attempt_story(ctx: RunContext, record: StoryRecord) -> None:

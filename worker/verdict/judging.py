@@ -1,4 +1,4 @@
-"""Verdicts: a story's tests against the state it started from, and a run's readiness."""
+"""Verdicts: a story's tests against the state it started from, per test id and per gate."""
 
 from __future__ import annotations
 
@@ -10,17 +10,18 @@ from worker.model.gates import GateResult, TestStatus
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
-    StopReason,
     StoryRecord,
     StoryState,
     TestCheck,
 )
-from worker.verdict.base_debt import base_debt, failing_gate
 from worker.verdict.findings import listed, new_findings
+from worker.verdict.flaky import KEPT_OUTCOMES, Rerun, RerunFinding
 
 # Attempts whose commit stays on the branch.
-KEPT = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)
+KEPT = KEPT_OUTCOMES
 MISSING = "missing"  # a test id the run did not report (deleted, deselected, not collected)
+# A test that passed before the story and fails with it: re-run alone before it counts (flaky.py).
+REGRESSION = "fails now; it passed before the story"
 PROBLEMS_SHOWN = 5  # in one attempt's reason; the record lists every test
 FEEDBACK_CHARS = 12_000  # of the next attempt's "why the previous attempt failed"
 
@@ -44,6 +45,16 @@ class Judgement:
     verdict: Verdict
     reason: str
     tests: list[TestCheck] = field(default_factory=list)
+    gate_problems: list[str] = field(default_factory=list)  # failures no test id explains
+
+    def regressions(self) -> list[str]:
+        """Tests that passed before and fail now, when nothing else fails the story: those
+        whose re-runs alone could still turn the verdict (flaky.py); otherwise none. A test
+        the story owns is never among them: its own tests must pass, flaky or not."""
+        failing = [c for c in self.tests if c.problem]
+        if self.gate_problems or any(c.problem != REGRESSION or c.owned for c in failing):
+            return []
+        return [c.id for c in failing]
 
 
 def tests_by_id(gates: Sequence[GateResult]) -> dict[str, TestStatus] | None:
@@ -73,24 +84,41 @@ def judge_story(
     owned: Collection[str] = (),
     at_parent: Mapping[str, str] | None = None,
     rewritten: Collection[str] = (),
+    reruns: Mapping[str, RerunFinding] | None = None,
 ) -> Judgement:
     """Did this attempt pass? Fail-to-pass and pass-to-pass, per test id (as SWE-bench judges
     a patch): every test the story owns passes after it (a test it added must also fail
-    without its change: `at_parent`), and every test that passed before still passes. A
-    rewritten test (`rewritten`) never counts as passing. Without any per-test results the
-    gates are judged whole (`judge`)."""
+    without its change: `at_parent`; skipped or missing counts as failed), and every test
+    that passed before still passes, unless its re-runs alone showed it flaky (`reruns`:
+    kept out). A rewritten test (`rewritten`) never counts as passing. Without any per-test
+    results the gates are judged whole (`judge`)."""
     before, after = tests_by_id(reference), tests_by_id(results)
     if before is None and after is None:
         verdict, reason = judge(reference, results, expected)
         return Judgement(verdict, reason)
-    problems = _gate_problems(reference, results, expected)
+    gate_problems = _gate_problems(reference, results, expected)
     checks = _test_checks(before or {}, after or {}, owned, at_parent or {}, rewritten)
-    problems += [f"{c.id} {c.problem}" for c in checks if c.problem]
+    checks = [_with_reruns(c, (reruns or {}).get(c.id)) for c in checks]
+    problems = gate_problems + [f"{c.id} {c.problem}" for c in checks if c.problem]
     if problems:
         shown = "; ".join(problems[:PROBLEMS_SHOWN])
         more = len(problems) - PROBLEMS_SHOWN
-        return Judgement(Verdict.FAILED, shown + (f"; and {more} more" if more > 0 else ""), checks)
+        why = shown + (f"; and {more} more" if more > 0 else "")
+        return Judgement(Verdict.FAILED, why, checks, gate_problems)
     return Judgement(Verdict.PASSED, "", checks)
+
+
+def _with_reruns(check: TestCheck, found: RerunFinding | None) -> TestCheck:
+    """A failing test that passed before, with what its re-runs alone showed."""
+    if found is None or check.problem != REGRESSION:
+        return check
+    problem = {
+        Rerun.FLAKY: "",
+        Rerun.UNSTABLE: f"{REGRESSION}, and flips only with the story's change",
+        Rerun.BROKEN: f"{REGRESSION} (the same when run again alone)",
+    }[found.rerun]
+    update = {"problem": problem, "reruns": found.said(), "flaky": found.flaky}
+    return check.model_copy(update=update)
 
 
 def _gate_problems(
@@ -169,11 +197,7 @@ def _problem(check: TestCheck, rewritten: bool) -> str:
     if check.after == TestStatus.SKIPPED:
         return "is skipped" if check.before != TestStatus.SKIPPED or check.owned else ""
     if check.after == TestStatus.FAILED:
-        return (
-            "still fails"
-            if check.owned and check.before != TestStatus.PASSED
-            else "fails now; it passed before the story"
-        )
+        return "still fails" if check.owned and check.before != TestStatus.PASSED else REGRESSION
     if check.added and check.at_parent not in (TestStatus.FAILED, MISSING):
         return "passes without the story's change too, so it proves nothing"
     return ""
@@ -257,6 +281,15 @@ def reference_gates(
     return max(kept, key=lambda a: a.iteration).gates
 
 
+def untrusted(gates: Sequence[GateResult]) -> str:
+    """Why these gates' results cannot make anything "passed" or ready, or "": the worker's
+    collectors disagree (needs review), or a gate that runs tests gave no per-test results
+    (unverified, with the configuration that would give them)."""
+    said = [f"gate {g.name}: {'; '.join(g.disagreements)}" for g in gates if g.disagreements]
+    said += [g.no_results for g in gates if g.no_results and not g.disagreements]
+    return "; ".join(said)
+
+
 def fail_fast_on(baseline: Sequence[GateResult]) -> bool:
     """Stop at the first failing gate? Not on a failing baseline, where every gate's result
     is needed to compare failures one by one."""
@@ -272,88 +305,3 @@ def story_state(outcome: AttemptOutcome, number: int, max_retries: int) -> Story
     if outcome is AttemptOutcome.NEEDS_REVIEW:
         return StoryState.NEEDS_REVIEW
     return StoryState.FAILED if number >= max_retries else StoryState.PENDING
-
-
-def baseline_changes(
-    baseline: Sequence[GateResult], final: Sequence[GateResult]
-) -> tuple[list[str], list[str]]:
-    """Which of the base commit's failing tests the branch fixed, and which still fail."""
-    after = {g.name: g for g in final}
-    fixed: set[str] = set()
-    remaining: set[str] = set()
-    for gate in baseline:
-        if gate.passed or not gate.failed_tests:
-            continue
-        failing_now = _failing_now(after.get(gate.name), set(gate.failed_tests))
-        fixed |= set(gate.failed_tests) - failing_now
-        remaining |= set(gate.failed_tests) & failing_now
-    return sorted(fixed), sorted(remaining)
-
-
-def _failing_now(gate: GateResult | None, before: set[str]) -> set[str]:
-    if gate is not None and gate.passed:
-        return set()
-    if gate is None or gate.failed_tests is None:
-        return before  # unknown: nothing can be called fixed
-    return set(gate.failed_tests)
-
-
-def readiness(
-    stories: Sequence[StoryRecord],
-    final: Sequence[GateResult],
-    *,
-    expected_gates: Sequence[str],
-    stop: StopReason,
-    baseline: Sequence[GateResult] = (),
-) -> tuple[bool, str | None]:
-    """Ready for review, or a draft and why: every story passed and the final gates are green,
-    but for gates failing on the base too to which the branch adds nothing (base_debt)."""
-    if not expected_gates:
-        return False, "no gates are configured, so nothing verified the stories"
-    if stop is StopReason.CANCELLED:
-        return False, "the run was cancelled"
-    if stop is StopReason.SUPERSEDED:
-        return False, "the requirement was edited, so it runs again on the new text"
-    open_stories = [s for s in stories if s.state not in (StoryState.PASSED, StoryState.UNVERIFIED)]
-    if open_stories:
-        listed = ", ".join(f"{s.id} ({s.state})" for s in open_stories)
-        return False, f"{len(open_stories)} of {len(stories)} stories did not pass: {listed}"
-    if not stories:
-        return False, "the plan has no story"
-    ran = {g.name for g in final}
-    missing = [name for name in expected_gates if name not in ran]
-    if missing:
-        return False, f"the final checks did not run: {', '.join(missing)}"
-    debt = base_debt(baseline, final)
-    failing = [failing_gate(g, baseline) for g in final if not g.passed and g.name not in debt]
-    if failing:
-        return False, f"the final checks fail on the branch: {', '.join(failing)}"
-    return True, None
-
-
-def final_failures(
-    stories: Sequence[StoryRecord], baseline: Sequence[GateResult], final: Sequence[GateResult]
-) -> dict[str, str]:
-    """Each test failing on the final branch, with why: whose it was and what became of it."""
-    failing = tests_by_id(final) or {}
-    before = tests_by_id(baseline) or {}
-    owner = {t: s for s in stories for t in s.tests}
-    reasons = {}
-    for test_id in sorted(t for t, status in failing.items() if status is TestStatus.FAILED):
-        story = owner.get(test_id)
-        if story is not None:
-            reasons[test_id] = f"{story.id} owns it and ended {story.state}"
-        elif before.get(test_id) is TestStatus.FAILED:
-            reasons[test_id] = "failed before the run and no story claimed it"
-        elif before.get(test_id) is TestStatus.PASSED:
-            reasons[test_id] = "passed before the run and fails on this branch"
-        else:
-            reasons[test_id] = "new on this branch and failing"
-    return reasons
-
-
-def unclaimed(stories: Sequence[StoryRecord], baseline: Sequence[GateResult]) -> list[str]:
-    """The base commit's failing tests that no story claimed: final checks only."""
-    claimed = {t for s in stories for t in s.tests}
-    before = tests_by_id(baseline) or {}
-    return sorted(t for t, st in before.items() if st is TestStatus.FAILED and t not in claimed)

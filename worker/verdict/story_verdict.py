@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StoryRecord, TestCheck
+from worker.verdict.flaky import RerunFinding, Reruns, judge_reruns
 from worker.verdict.judging import KEPT, Judgement, Verdict, judge_story, tests_by_id
 
 # The attempt's outcome for each verdict on its tests, before its gate changes are weighed.
@@ -45,32 +46,62 @@ class StoryVerdict:
 def decide(
     evidence: Evidence,
     *,
+    rerun_alone: Callable[[Sequence[str]], Reruns],
     added_at_parent: Callable[[], Mapping[str, str]],
     gates_as_they_were: Callable[[], Sequence[GateResult]],
 ) -> StoryVerdict:
     """The attempt's one verdict. Its tests judged as SWE-bench judges a patch (judge_story);
-    then, only when that passes, the tests it added run on its parent (`added_at_parent`: each
-    must fail there, or it proves nothing); then, when it changed what a gate runs and did not
-    fail, the gates run as they were (`gates_as_they_were`): a pass that rests on the change
-    needs a person's review. The two callables run gates, so each is called only when needed."""
+    when the only failures are tests that passed before, those run again alone on both sides
+    (`rerun_alone`) and the flaky ones are kept out (flaky.py); then, only when that passes,
+    the tests it added run on its parent (`added_at_parent`: each must fail there, or it
+    proves nothing); then, when it changed what a gate runs and did not fail, the gates run
+    as they were (`gates_as_they_were`): a pass that rests on the change needs a person's
+    review. The callables run gates, so each is called only when needed."""
     judged = _judge(evidence)
+    reruns: Mapping[str, RerunFinding] = {}
+    if judged.verdict is Verdict.FAILED and (again_alone := judged.regressions()):
+        reruns = judge_reruns(again_alone, rerun_alone(again_alone))
+        judged = _judge(evidence, reruns=reruns)
     at_parent: Mapping[str, str] = {}
     if judged.verdict is Verdict.PASSED and evidence.added:
         at_parent = added_at_parent()
-        judged = _judge(evidence, at_parent=at_parent)
+        judged = _judge(evidence, at_parent=at_parent, reruns=reruns)
     outcome, why = OUTCOMES[judged.verdict], judged.reason
     changes = ", ".join(evidence.gate_changes)
     if evidence.gate_changes and judged.verdict is Verdict.FAILED:
         why += f"; it changed what a gate runs: {changes}"
     elif evidence.gate_changes:
-        again = _judge(evidence, results=gates_as_they_were(), at_parent=at_parent)
+        again = _judge(evidence, results=gates_as_they_were(), at_parent=at_parent, reruns=reruns)
         if again.verdict.worse_than(judged.verdict):
             outcome = AttemptOutcome.NEEDS_REVIEW
             why = (
                 f"passes only with its change to what a gate runs ({changes}); "
                 f"with the gates as they were: {again.reason or again.verdict}"
             )
-    return StoryVerdict(outcome, why, judged.tests)
+    return distrusted(StoryVerdict(outcome, why, judged.tests), evidence.results)
+
+
+def distrusted(verdict: StoryVerdict, results: Sequence[GateResult]) -> StoryVerdict:
+    """The verdict held to what the results can show: when the worker's collectors disagree
+    (collected ids against reported ones, the exit code against the results) a pass is
+    "needs review"; when a gate that runs tests gave no per-test results, a pass is
+    "unverified", with the configuration line that would give them. Never "passed"."""
+    disagreeing = [
+        f"gate {g.name}: {'; '.join(g.disagreements)}" for g in results if g.disagreements
+    ]
+    unverified = [g.no_results for g in results if g.no_results]
+    if disagreeing:
+        why = "the worker's results disagree: " + "; ".join(disagreeing)
+        if verdict.outcome is AttemptOutcome.GATES_FAILED:
+            return replace(verdict, reason=f"{verdict.reason}; {why}")
+        if verdict.outcome in (AttemptOutcome.NO_CHANGES, AttemptOutcome.CHECK_FAILED):
+            return verdict
+        return replace(verdict, outcome=AttemptOutcome.NEEDS_REVIEW, reason=why)
+    if unverified and verdict.outcome in (AttemptOutcome.PASSED, AttemptOutcome.NOTHING_TO_CHANGE):
+        return replace(verdict, outcome=AttemptOutcome.UNVERIFIED, reason="; ".join(unverified))
+    if unverified and verdict.outcome is AttemptOutcome.UNVERIFIED:
+        return replace(verdict, reason="; ".join([verdict.reason, *unverified]))
+    return verdict
 
 
 def own_tests(record: StoryRecord) -> list[str]:
@@ -108,7 +139,8 @@ def decide_unchanged(evidence: Evidence) -> StoryVerdict:
     own_pass = all(now.get(t) is TestStatus.PASSED for t in evidence.owned)
     if judged.verdict is Verdict.PASSED and own_pass:
         why = f"its tests pass on the branch as it is: {', '.join(sorted(evidence.owned))}"
-        return StoryVerdict(AttemptOutcome.NOTHING_TO_CHANGE, why, judged.tests)
+        verdict = StoryVerdict(AttemptOutcome.NOTHING_TO_CHANGE, why, judged.tests)
+        return distrusted(verdict, evidence.results)
     return StoryVerdict(AttemptOutcome.NO_CHANGES, "no changes", judged.tests)
 
 
@@ -117,6 +149,7 @@ def _judge(
     *,
     results: Sequence[GateResult] | None = None,
     at_parent: Mapping[str, str] | None = None,
+    reruns: Mapping[str, RerunFinding] | None = None,
 ) -> Judgement:
     return judge_story(
         evidence.reference,
@@ -125,4 +158,5 @@ def _judge(
         owned=evidence.owned,
         at_parent=at_parent,
         rewritten=evidence.rewritten,
+        reruns=reruns,
     )

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from worker.confine.sandbox import tool_paths
 from worker.confine.toolchains import real_prefixes
@@ -33,11 +34,21 @@ NODE_MODULE_RE = re.compile(r"Cannot find module '(?P<module>[^']+)'")
 # Commands whose scripts start programs from the project's node_modules/.bin.
 NODE_RUNNERS = frozenset({"npm", "npx", "yarn", "pnpm"})
 NODE_FIX = (
-    "install the project's dependencies so node_modules has it (`npm ci`; the worktree "
-    "starts without node_modules), or add it (`npm install --save-dev PACKAGE`)"
+    "install the project's dependencies in the worktree so node_modules has it (`setup: npm "
+    "ci` in .github/reqdrive.yml, `npm install` without a package-lock.json; the worktree "
+    "starts without node_modules, whatever your checkout has), or add it (`npm install "
+    "--save-dev PACKAGE`)"
 )
 NPX_RE = re.compile(
     r"npm (?:ERR!|error) could not determine executable to run|^npx: .*not found", re.M
+)
+# npx asked for a package the worktree does not have: the checks run with npm_config_yes=false
+# (run/calls.py), so it refuses to download it, or it could not reach the registry to try.
+# Either way the project's own runner is missing; npx would otherwise run the newest
+# version of it, whatever major the project pins.
+NPX_DOWNLOAD_RE = re.compile(
+    r'npx canceled due to missing packages and no YES option: \["(?P<wanted>[^"]+)"'
+    r"|npm (?:ERR!|error) FetchError: request to \S+/(?P<fetched>[^/\s]+) failed"
 )
 
 
@@ -114,6 +125,12 @@ def _not_found(result: GateResult, name: str, place: GatePlace) -> Unstartable:
     missing = f"`{name}`: command not found (the checks' PATH is {place.gate_path})"
     if (result.command.split() or [""])[0] in NODE_RUNNERS:  # `npm test` running `vitest`
         return Unstartable(result.name, result.command, missing, NODE_FIX.replace("PACKAGE", name))
+    if "node_modules/" in name:  # `node_modules/.bin/mocha` in a worktree without them
+        package = name.rsplit("/", 1)[-1]
+        missing = f"`{name}` does not exist: the worktree has no node_modules"
+        return Unstartable(
+            result.name, result.command, missing, NODE_FIX.replace("PACKAGE", package)
+        )
     fix = (
         f"install {name}, or change the command in .github/reqdrive.yml; if it is installed "
         "outside that PATH, name its folder with `--gate-path` (REQDRIVE_GATE_PATH)"
@@ -149,6 +166,14 @@ def _node_runner(result: GateResult, words: list[str]) -> Unstartable | None:
             return Unstartable(
                 result.name, result.command, missing, fix.replace("PACKAGE", package)
             )
+    # npx in the command, or in the script `npm test` runs (npm passes npm_config_yes on).
+    program = next((w for w in words if "=" not in w), "")  # after `VAR=value` words
+    from_npm = "npx" in words or program in NODE_RUNNERS
+    if (download := NPX_DOWNLOAD_RE.search(result.output_tail)) and from_npm:
+        wanted = unquote(download["wanted"] or download["fetched"])
+        package = re.sub(r"(?<=.)@[^@/]*$", "", wanted)  # vitest@4.1.12 -> vitest
+        missing = f"npx found no {package} in the worktree's node_modules and would download it"
+        return Unstartable(result.name, result.command, missing, fix.replace("PACKAGE", package))
     if NPX_RE.search(result.output_tail) and "npx" in words:
         after = words[words.index("npx") + 1 :]
         package = next((w for w in after if not w.startswith("-")), "the runner")

@@ -1,0 +1,145 @@
+"""A reqdrive pull request closed or merged, the App uninstalled: the runs stop, their
+worktrees and state go, and commands on a closed pull request get one short reply."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from bot.jobs import run_requirement
+from bot.requests import JobKind, RunRequest
+from bot.stores.checkpoints import RedisCheckpointStore
+from bot.stores.deliveries import rerun_key
+from bot.stores.runs import RunRecord
+from bot.stores.spend import SpendStore
+from tests.integration.test_jobs import REPO, Scene, scene, three_stories  # noqa: F401
+from tests.integration.test_pipeline import git, implement, prd
+from tests.support.processes import running
+
+
+def built(scene: Scene) -> tuple[int, RunRecord, dict[str, object]]:  # noqa: F811
+    """A finished run of an issue, its record and its pull request."""
+    issue = scene.gh.add_issue(REPO, "Features", "Build features one to three.")
+    scene.scenario(three_stories())
+    scene.enqueue(JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
+    scene.work()
+    record = scene.records().for_source(REPO, f"ISSUE-{issue}")
+    assert record is not None
+    [pull] = scene.gh.pulls_of(REPO)
+    return issue, record, pull
+
+
+def work_dir(scene: Scene) -> Path:  # noqa: F811
+    return Path(scene.project.work_dir)
+
+
+def replies(scene: Scene, number: int) -> list[str]:  # noqa: F811
+    return [c["body"] for c in scene.gh.comments_on(REPO, number) if "reqdrive:reply" in c["body"]]
+
+
+def test_a_merged_pull_requests_run_state_goes_and_commands_on_it_get_one_short_reply(
+    scene: Scene,  # noqa: F811
+) -> None:
+    _issue, record, pull = built(scene)
+    number = int(str(pull["number"]))
+    checkpoints = RedisCheckpointStore(scene.conn)
+    assert checkpoints.load(record.run_id) is not None
+    assert (work_dir(scene) / "runs" / record.run_id).is_dir()
+    scene.conn.set(rerun_key(record.job_id or ""), "{}")  # an edit waiting to run after it
+    pull.update(state="closed", merged=True)
+
+    scene.enqueue(JobKind.CLOSE, issue_number=number, branch=record.branch, merged=True)
+    scene.work()
+
+    assert checkpoints.load(record.run_id) is None
+    assert not (work_dir(scene) / "runs" / record.run_id).exists()
+    assert not (work_dir(scene) / "cache" / "worktrees" / record.run_id).exists()
+    assert scene.conn.get(rerun_key(record.job_id or "")) is None
+    # What was pushed stays: the branch on the remote is untouched.
+    assert git(scene.remote, "rev-parse", record.branch)
+
+    writes = len(scene.gh.writes())
+    for kind, comment in ((JobKind.RETRY, 21), (JobKind.STATUS, 22), (JobKind.RUN, 23)):
+        scene.enqueue(kind, issue_number=number, comment_id=comment)
+    scene.work()
+
+    said = replies(scene, number)
+    assert len(said) == 3
+    assert all(
+        body.startswith("This pull request is merged, so reqdrive does nothing more on it")
+        for body in said
+    )
+    assert scene.project.calls().count("plan 1") == 1  # nothing ran again
+    assert len(scene.gh.writes()) == writes + 6  # a 👀 and the one reply, per command
+
+
+def test_closing_a_pull_request_while_its_run_runs_stops_it_and_its_worker_removes_it(
+    scene: Scene,  # noqa: F811
+) -> None:
+    gh = scene.gh
+    issue = gh.add_issue(REPO, "Features", "Build features one and two.")
+    pids = scene.tmp / "pids"
+    scene.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {
+                "US-001": [implement(1)],
+                "US-002": [{"hang": 120, "pids_file": str(pids)}],
+            },
+        }
+    )
+    request = RunRequest(
+        kind=JobKind.RUN,
+        delivery_id="d1",
+        repo=REPO,
+        installation_id=7,
+        sender="alice",
+        requirement=f"ISSUE-{issue}",
+        issue_number=issue,
+    )
+    worker = threading.Thread(target=run_requirement, kwargs=request.model_dump(mode="json"))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not pids.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pids.exists(), "the agent never started US-002"
+    record = scene.records().for_source(REPO, f"ISSUE-{issue}")
+    assert record is not None
+    [pull] = gh.pulls_of(REPO)  # US-001 passed: the draft is open
+    pull.update(state="closed")
+    worktree = work_dir(scene) / "cache" / "worktrees" / record.run_id
+    assert worktree.is_dir()
+
+    scene.enqueue(JobKind.CLOSE, issue_number=pull["number"], branch=record.branch, merged=False)
+    scene.work()
+    worker.join(timeout=90)
+
+    assert not worker.is_alive()
+    assert not any(running(int(p)) for p in pids.read_text().split())
+    assert RedisCheckpointStore(scene.conn).load(record.run_id) is None
+    assert not (work_dir(scene) / "runs" / record.run_id).exists()
+    assert not worktree.exists()
+    assert not scene.records().alive(record.run_id)
+    # US-001 stays pushed.
+    assert git(scene.remote, "log", "--format=%s", f"main..{record.branch}") == (
+        "feat: [US-001] - Feature 1"
+    )
+
+
+def test_an_uninstall_drops_every_run_of_the_installation_and_its_spend(
+    scene: Scene,  # noqa: F811
+) -> None:
+    issue, record, _pull = built(scene)
+    spend = SpendStore(scene.conn)
+    spend.charge(7, record.run_id, 0.4)
+    spend.charge(8, "run-of-another-installation", 0.4)
+
+    scene.enqueue(JobKind.UNINSTALL, requirement="INSTALLATION-7")
+    scene.work()
+
+    assert scene.records().load(record.run_id) is None
+    assert scene.records().for_source(REPO, f"ISSUE-{issue}") is None
+    assert RedisCheckpointStore(scene.conn).load(record.run_id) is None
+    assert not (work_dir(scene) / "runs" / record.run_id).exists()
+    assert spend.total(7) == 0.0 and spend.total(8) == 0.4

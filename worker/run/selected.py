@@ -1,0 +1,40 @@
+"""Chosen tests run again: a story's new tests on its parent, a failing test alone on both sides."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from worker.run.calls import run_gates_on
+from worker.run.context import RunContext
+from worker.verdict.flaky import RERUNS, Reruns
+from worker.verdict.judging import MISSING, tests_by_id
+
+
+def run_selected(ctx: RunContext, label: str, test_ids: Collection[str]) -> dict[str, str]:
+    """These tests' statuses on the worktree as it is (MISSING for one not reported).
+
+    The one place chosen tests are run. FOR THE LEAD: it runs every gate whole and keeps only
+    the wanted ids, because `run_gates_on` cannot select tests yet; once the collectors'
+    `only=` is merged, call `run_gates_on(ctx, label, fail_fast=False, only=test_ids)` here
+    and nothing else changes (the parent proof and the flaky re-runs both come through here).
+    """
+    results = run_gates_on(ctx, label, fail_fast=False)
+    reported = tests_by_id(results) or {}
+    return {t: str(reported[t]) if t in reported else MISSING for t in test_ids}
+
+
+def rerun_alone(
+    ctx: RunContext, label: str, *, parent: str, commit: str, test_ids: Sequence[str]
+) -> Reruns:
+    """Tests that passed on `parent` and failed on `commit`, each run again RERUNS times on
+    both: first on the story's commit (checked out now), then on its parent."""
+    story: dict[str, list[str]] = {t: [] for t in test_ids}
+    on_parent: dict[str, list[str]] = {t: [] for t in test_ids}
+    for n in range(1, RERUNS + 1):
+        for test_id, status in run_selected(ctx, f"{label}.rerun{n}", test_ids).items():
+            story[test_id].append(status)
+    with ctx.git.parent_with(parent, commit, ()):
+        for n in range(1, RERUNS + 1):
+            for test_id, status in run_selected(ctx, f"{label}.parent.rerun{n}", test_ids).items():
+                on_parent[test_id].append(status)
+    return Reruns(story=story, parent=on_parent)

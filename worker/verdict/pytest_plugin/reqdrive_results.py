@@ -1,0 +1,110 @@
+"""reqdrive's pytest plugin: what pytest collected, what each test did, how the session ended.
+
+Loaded by the worker from a read-only folder outside the repository (`-p reqdrive_results`),
+it appends one JSON object a line to the file named by REQDRIVE_RESULTS: `start`,
+`collected` (the ids kept for this run), `report` (one per setup/call/teardown phase),
+`collect` (a file that failed or was skipped whole), `finish` (pytest's exit status). With
+REQDRIVE_ONLY naming a file of test ids, the other tests are deselected. Ids are written as
+pytest's JUnit report names them ("classname::name"), the ids the worker keeps for every
+test. It imports only the standard library and pytest: it runs in the gate's own
+interpreter, whatever that has installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import IO, Any
+
+import pytest
+
+RESULTS_VAR = "REQDRIVE_RESULTS"
+ONLY_VAR = "REQDRIVE_ONLY"
+LONGREPR_CHARS = 8000  # of one failure's text
+
+_stream: list[IO[str]] = []  # the results file, open for the session (the controller's only)
+_only: list[set[str]] = []  # the ids to keep, when the worker names them
+_prefix: list[str] = []  # the repository's --junit-prefix, which pytest's report puts first
+
+
+def junit_id(nodeid: str) -> str:
+    """The id pytest's JUnit report gives this node: its path as a dotted module, the
+    classes, then the name with its parameters ("tests.test_x.TestA::test_b[1]")."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    classnames = [*_prefix, *names[:-1]]
+    return ".".join(classnames) + "::" + names[-1] if classnames else names[-1]
+
+
+def _write(record: dict[str, Any]) -> None:
+    for stream in _stream:
+        stream.write(json.dumps(record) + "\n")
+        stream.flush()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    prefix = getattr(config.option, "junitprefix", None)  # --junit-prefix
+    if prefix and not _prefix:
+        _prefix.append(str(prefix))
+    only = os.environ.get(ONLY_VAR)
+    if only and not _only:
+        with open(only, encoding="utf-8") as listed:
+            _only.append({line.strip() for line in listed if line.strip()})
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller reports for it
+        return
+    path = os.environ.get(RESULTS_VAR)
+    if path and not _stream:
+        _stream.append(open(path, "a", encoding="utf-8"))  # noqa: SIM115 (kept for the session)
+    _write({"event": "start", "pid": os.getpid()})
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m, on what they kept
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _only:
+        return
+    kept = [item for item in items if junit_id(item.nodeid) in _only[0]]
+    dropped = [item for item in items if junit_id(item.nodeid) not in _only[0]]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if not hasattr(config, "workerinput") and not config.pluginmanager.hasplugin("dsession"):
+        _write({"event": "collected", "ids": [junit_id(item.nodeid) for item in session.items]})
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's: the controller collects nothing itself
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    _write({"event": "collected", "ids": [junit_id(nodeid) for nodeid in ids], "node": True})
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if not report.passed:  # a file that failed to import, or skipped itself whole
+        _write({"event": "collect", "id": junit_id(report.nodeid), "outcome": report.outcome})
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    record = {
+        "event": "report",
+        "id": junit_id(report.nodeid),
+        "when": report.when,
+        "outcome": report.outcome,
+        "xfail": hasattr(report, "wasxfail"),
+    }
+    if report.failed:
+        record["longrepr"] = report.longreprtext[-LONGREPR_CHARS:]
+    _write(record)
+
+
+def pytest_sessionfinish(exitstatus: int) -> None:
+    _write({"event": "finish", "exitstatus": int(exitstatus)})
+
+
+def pytest_unconfigure() -> None:
+    while _stream:
+        _stream.pop().close()

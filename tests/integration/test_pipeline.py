@@ -148,8 +148,14 @@ class Project:
 MakeProject = Callable[..., Project]
 
 
-def project_factory(tmp_path: Path) -> MakeProject:
-    """Builds a project (source repo, bare remote, work dir) with config and extra files."""
+# The config of a suite whose stories are one agent call each (tests: together): what
+# single-call mechanics (collectors' verdicts, budgets per call, re-run counts) are tested on.
+ONE_CALL = {"tests": "together"}
+
+
+def project_factory(tmp_path: Path, defaults: dict[str, Any] | None = None) -> MakeProject:
+    """Builds a project (source repo, bare remote, work dir) with config and extra files;
+    `defaults` go under each project's own config."""
 
     def make(
         config: dict[str, Any] | None = None, files: dict[str, str | None] | None = None
@@ -157,7 +163,12 @@ def project_factory(tmp_path: Path) -> MakeProject:
         source = tmp_path / "source"
         source.mkdir()
         git(source, "init", "-q", "-b", "main")
-        settings = {"testCommand": PYTEST, "agent": {"timeout": 60}, **(config or {})}
+        settings = {
+            "testCommand": PYTEST,
+            "agent": {"timeout": 60},
+            **(defaults or {}),
+            **(config or {}),
+        }
         content = {
             ".gitignore": GITIGNORE,
             ".github/reqdrive.yml": yaml.safe_dump(settings),

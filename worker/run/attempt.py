@@ -16,9 +16,9 @@ from worker.report.inert_text import neutralize
 from worker.run.calls import call_agent, run_gates_on
 from worker.run.context import RunContext
 from worker.run.resume import story_trailer
+from worker.run.selected import rerun_alone, run_selected
 from worker.run.tests_call import TestsCall, changed_passing, frozen_owned
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
-from worker.run.selected import rerun_alone, run_selected
 from worker.verdict.judging import (
     MISSING,
     added_tests,

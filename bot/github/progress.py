@@ -10,6 +10,7 @@ from worker.report.inert_text import neutralize
 from worker.report.story_states import (
     STATE_ICONS,
     attempt_outcome,
+    frozen_note,
     last_review,
     plural,
     review_cell,
@@ -64,6 +65,8 @@ def _story_line(story: StoryRecord, *, running: bool) -> str:
         review = f"; blind review: {inline_text(review_cell(story))}"
         line += f"\n  - tests: {tests_line(story)}{review if last_review(story) else ''}"
         line += _review_details(story)
+    if note := frozen_note(story):
+        line += f"\n  - {inline_text(note)}"
     if story.attempts and not done:
         last = story.attempts[-1]
         failing = [t for g in last.gates for t in (g.failed_tests or [])]

@@ -84,8 +84,10 @@ def test_a_wrong_story_is_retried_with_its_own_failing_test_and_the_run_ends_rea
     make_project: MakeProject, claude_bin: Path, junit: bool
 ) -> None:
     # Not about the review (tests/e2e/test_claude_review.py is): its script plays the
-    # implementer's turns only, so the blind review is off.
-    project = calc_project(make_project, junit=junit, config={"review": "off"})
+    # implementer's turns only, so the blind review is off. The scripted model answers one
+    # agent call per story (tests: together); tests first's two calls are exercised with the
+    # scripted agent (tests/integration/test_frozen_tests.py).
+    project = calc_project(make_project, junit=junit, config={"review": "off", "tests": "together"})
     with fake_anthropic(script(project)) as server:
         result = run_with_claude(project, server, claude_bin)
         retry = retry_prompt(server)

@@ -47,9 +47,11 @@ def claude_bin() -> Path:
 def shop(source: Path) -> None:
     """A Python project configured for the claude runner, its pricing tests failing."""
     # Not about the review (tests/e2e/test_claude_review.py is): the scripted API plays the
-    # implementer's turns only, and every request is checked for the configured model.
+    # implementer's turns only, one agent call per story (tests and code together), and every
+    # request is checked for the configured model.
     config = {
         "testCommand": PYTEST,
+        "tests": "together",
         "agent": {"runner": "claude", "model": MODEL, "timeout": 120},
         "review": "off",
     }

@@ -184,6 +184,16 @@ def test_agent_environment_registers_the_keys_it_passes_as_secrets(tmp_path: Pat
     assert redactor.redact(f"key {ANTHROPIC_KEY} lang C.UTF-8") == f"key {REDACTED} lang C.UTF-8"
 
 
+def test_the_agent_trusts_the_certificates_the_worker_was_told_to(tmp_path: Path) -> None:
+    # Behind a TLS-inspecting proxy the model's API answers with the proxy's certificate:
+    # Claude Code (Node) accepts it only through NODE_EXTRA_CA_CERTS.
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    source = {"NODE_EXTRA_CA_CERTS": bundle, "SSL_CERT_FILE": bundle, "GITHUB_TOKEN": "x" * 20}
+    env = agent_environment(tmp_path / "home", source)
+    assert env["NODE_EXTRA_CA_CERTS"] == env["SSL_CERT_FILE"] == bundle
+    assert "GITHUB_TOKEN" not in env
+
+
 def test_what_an_agent_prints_reaches_the_log_redacted(
     call: AgentCall, bin_dir: Path, source_env: dict[str, str]
 ) -> None:

@@ -13,9 +13,10 @@ import pytest
 from pydantic import ValidationError
 
 from tests.support.processes import running
+from worker.confine.gate_homes import gate_environment
 from worker.confine.redact import REDACTED, Redactor
 from worker.model.gates import GateResult, GateSpec, TestStatus
-from worker.verdict.gates import gate_environment, gate_specs, run_gates
+from worker.verdict.gates import gate_specs, run_gates
 
 ENV = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
 TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa9"
@@ -215,6 +216,17 @@ def test_gates_run_without_credentials_and_with_the_operators_path(tmp_path: Pat
     for value in ("sk-ant-not-for-gates", TOKEN, "redis://"):
         assert value not in result.output_tail
     assert gate_environment(tmp_path / "h2", worker_env)["PATH"] == "/usr/bin:/bin"
+
+
+def test_gates_trust_the_certificates_the_worker_was_told_to(tmp_path: Path) -> None:
+    # Behind a TLS-inspecting proxy the host's pip is given the proxy's CA (PIP_CERT, or
+    # SSL_CERT_FILE): without it the setup's `pip install` in the sandbox fails on the
+    # registry's certificate.
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    worker_env = {"PATH": "/usr/bin:/bin", "PIP_CERT": bundle, "SSL_CERT_FILE": bundle}
+    env = gate_environment(tmp_path / "home", {**worker_env, "GITHUB_TOKEN": TOKEN})
+    assert env["PIP_CERT"] == env["SSL_CERT_FILE"] == bundle
+    assert "GITHUB_TOKEN" not in env
 
 
 def test_missing_or_broken_junit_means_no_per_test_results(tmp_path: Path) -> None:

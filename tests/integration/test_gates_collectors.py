@@ -147,6 +147,22 @@ def test_only_skips_gates_that_run_no_tests(repo: Path) -> None:
     ]
 
 
+def test_a_pytest_the_tests_start_themselves_is_not_the_gate_s(repo: Path) -> None:
+    inner = repo.parent / "inner"
+    inner.mkdir()
+    (inner / "test_inner.py").write_text("def test_inner_one():\n    pass\n")
+    (repo / "tests" / "test_runs_pytest.py").write_text(
+        "import subprocess, sys\n\n"
+        "def test_runs_pytest():\n"
+        f"    done = subprocess.run([sys.executable, '-m', 'pytest', '-q', {str(inner)!r}])\n"
+        "    assert done.returncode == 0\n"
+    )
+    result = run(repo, gate(PYTEST))
+    assert result.disagreements == []
+    assert result.tests is not None and "tests.test_runs_pytest::test_runs_pytest" in result.tests
+    assert not any("inner" in t.removeprefix("tests.test_runs_pytest") for t in result.tests)
+
+
 def test_a_green_exit_with_failed_tests_disagrees(repo: Path) -> None:
     result = run(repo, gate(f"{PYTEST} || true"))
     assert result.passed
@@ -280,10 +296,10 @@ def test_jest_and_vitest_report_per_test_through_the_worker_s_json(
         "sum.test.js::sum > later": TestStatus.SKIPPED,
     }
     assert result.disagreements == []
-    if runner == "jest":  # jest runs only the ids asked for: their files, their names
-        only = run(repo, gate(command), only=["sum.test.js::sum > adds"])
-        assert only.passed and only.tests == {"sum.test.js::sum > adds": TestStatus.PASSED}
-        assert only.selected == ["sum.test.js::sum > adds"]
+    # Only the ids asked for run: their files, their names.
+    only = run(repo, gate(command), only=["sum.test.js::sum > adds"])
+    assert only.passed and only.tests == {"sum.test.js::sum > adds": TestStatus.PASSED}
+    assert only.selected == ["sum.test.js::sum > adds"]
     forged = run(repo, gate(f"{command}; exit 0"))
     assert forged.disagreements == [
         "the command exited 0, though tests failed: sum.test.js::sum > breaks"

@@ -66,6 +66,26 @@ def test_a_project_without_a_known_install_gets_no_setup(tmp_path: Path) -> None
     assert uncommented.setup is None and "suggested setup" not in out
 
 
+def test_a_python_project_without_a_test_extra_gets_pytest_in_its_venv(tmp_path: Path) -> None:
+    # six as released: a setup.py, pytest named only in tests_require and setup.cfg. The
+    # venv `pip install -e .` makes would have no test runner for the checks.
+    setup_py = "from setuptools import setup\nsetup(name='six', tests_require=['pytest'])\n"
+    repo = checkout(
+        tmp_path,
+        {
+            "setup.py": setup_py,
+            "setup.cfg": "[tool:pytest]\nminversion = 2.2.0\n",
+            "six.py": "",
+            "test_six.py": "def test_six():\n    pass\n",
+        },
+    )
+    _written, uncommented, said = init_with_setup(repo)
+
+    assert uncommented.setup == "python3 -m venv .venv && .venv/bin/pip install -e . pytest"
+    assert f"suggested setup, commented out in {CONFIG}: {uncommented.setup}" in said
+    assert "start the tests with .venv/bin/python -m pytest" in (repo / CONFIG).read_text()
+
+
 def test_a_pnpm_project_gets_pnpm_at_the_version_it_names_never_npm_install(
     tmp_path: Path,
 ) -> None:

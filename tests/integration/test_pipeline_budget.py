@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import (
+    ONE_CALL,
     MakeProject,
     Project,
     git,
@@ -37,13 +38,9 @@ BRANCH = "reqdrive/req-001-demo"
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
     """Projects with the blind review off: these tests count the implement calls' cost (the
-    review's own cost and budget check: tests/integration/test_pipeline_review.py)."""
-    make = project_factory(tmp_path)
-
-    def without_review(config: dict[str, Any] | None = None, **extra: Any) -> Project:
-        return make({"review": "off", **(config or {})}, **extra)
-
-    return without_review
+    review's own cost and budget check: tests/integration/test_pipeline_review.py). Budgets
+    are counted per agent call: one per story attempt here (tests: together)."""
+    return project_factory(tmp_path, {**ONE_CALL, "review": "off"})
 
 
 class ReportingRunner:

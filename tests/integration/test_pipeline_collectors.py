@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, Project, project_factory
+from tests.integration.test_pipeline import ONE_CALL, MakeProject, Project, project_factory
 from tests.support.js_runners import install_runner
 from worker.model.state import AttemptOutcome, RunResult, StoryState
 
@@ -22,7 +22,9 @@ PYTEST = "python -m pytest -q -p no:cacheprovider"
 
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
-    return project_factory(tmp_path)
+    # The collectors' verdicts on one call writing tests and code (tests first is
+    # tests/integration/test_frozen_tests.py's).
+    return project_factory(tmp_path, ONE_CALL)
 
 
 def story(n: int, name: str, tests: list[str]) -> dict[str, Any]:
@@ -100,6 +102,36 @@ def test_code_that_forges_every_report_at_exit_needs_review_and_is_never_ready(
         "the worker's results disagree: gate tests: pytest's summary in the log says 1 failed "
         "and 1 passed; the results say 0 failed and 2 passed"
     )
+    assert not result.ready
+
+
+JUNIT_REWRITER = """import atexit, os, re
+
+
+def _rewrite():
+    for word in os.environ.get("PYTEST_ADDOPTS", "").split():
+        if word.startswith("--junitxml="):
+            path = word.split("=", 1)[1]
+            text = re.sub(r"<failure.*?</failure>", "", open(path).read(), flags=re.S)
+            open(path, "w").write(text)
+    os._exit(0)
+
+
+atexit.register(_rewrite)
+"""
+
+
+def test_a_test_module_with_no_tests_that_rewrites_the_junit_report_never_passes(
+    make_project: MakeProject,
+) -> None:
+    project = make_project(
+        {"testCommand": PYTEST, "maxStoryRetries": 1}, files={"tests/test_calc.py": CALC_TESTS}
+    )
+    written = {"add.py": "def add(a, b):\n    return 0\n", "tests/test_zz.py": JUNIT_REWRITER}
+    result = run(project, {"US-001": [{"write": written}]}, {"add": [ADD_ID]})
+    [add] = result.stories
+    assert add.state is not StoryState.PASSED
+    assert "pytest's JUnit report and reqdrive's plugin differ on" in add.attempts[-1].reason
     assert not result.ready
 
 

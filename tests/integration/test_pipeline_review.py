@@ -134,7 +134,14 @@ def test_a_story_skipping_a_criterion_is_sent_back_with_the_finding_and_then_fix
     assert "EVIDENCE-NO-BANG" in retry_prompt and "criteria not met" in retry_prompt
     assert second.outcome is AttemptOutcome.PASSED
     assert second.review is not None and second.review.outcome is ReviewOutcome.CLEAN
-    assert project.branch_log() == [f"feat: [US-001] - {TITLE}"]
+    # Sent back to its frozen tests: the second attempt made no tests call and its code
+    # went on the commit the first attempt's tests were frozen in.
+    assert first.frozen_commit is not None and second.frozen_commit == first.frozen_commit
+    assert not (project.run_dir() / "iteration-2-tests.prompt.md").exists()
+    assert project.branch_log() == [f"test: [US-001] - {TITLE}", f"feat: [US-001] - {TITLE}"]
+    # The blind reviewer was shown the story's whole change: its frozen test and its code.
+    shown = (project.run_dir() / "review-US-001.iteration-2.describe-1.prompt.md").read_text()
+    assert "- `test_s.py`" in shown and "- `shout.py`" in shown
     # Each story review is B then C; then the whole change once before the PR is ready.
     assert review_calls(project) == ["describe 1", "compare 1"] * 3
     assert result.ready and result.review is not None
@@ -173,7 +180,7 @@ def test_a_story_that_keeps_skipping_a_criterion_ends_needs_review_with_the_find
         AttemptOutcome.NEEDS_REVIEW,
     ]
     assert story.commit is not None and story.attempts[-1].commit == story.commit
-    assert project.branch_log() == [f"feat: [US-001] - {TITLE}"]
+    assert project.branch_log() == [f"test: [US-001] - {TITLE}", f"feat: [US-001] - {TITLE}"]
     assert not result.ready
     assert result.review is None  # a draft anyway: the whole change is not reviewed
     body = pr_body(project)
@@ -324,7 +331,9 @@ def test_the_blind_reviewer_sees_no_word_of_the_requirement_in_its_prompt_or_its
 def test_the_reviews_cost_is_the_runs_and_counts_against_its_budget(
     make_project: MakeProject,
 ) -> None:
-    project = make_project({"budgetUsd": 0.9})
+    # tests: together: one implementer's call per story attempt, so the review's cost is
+    # counted beside one call's (what is counted here is the review's share of the budget).
+    project = make_project({"budgetUsd": 0.9, "tests": "together"})
     scenario = project.scenario(
         {"plan": [{"prd": prd(3)}], "stories": {f"US-00{n}": [implement(n)] for n in (1, 2, 3)}}
     )

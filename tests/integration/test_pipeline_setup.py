@@ -188,3 +188,26 @@ def test_a_resumed_run_whose_worktree_holds_the_agents_commits_never_saves_the_c
     assert again.stories[0].state is StoryState.PASSED
     assert "creating the venv" in (project.run_dir("run-1") / "setup.log").read_text()
     assert not cache.exists() or list(cache.glob("*")) == []
+
+
+def test_a_restored_venvs_scripts_start_in_another_runs_worktree(
+    make_project: MakeProject, sandbox: Sandbox, agent_io: Path
+) -> None:
+    # What `python3 -m venv .venv && .venv/bin/pip install ...` meets on a second run id: the
+    # restored .venv's console scripts start the python of the worktree they were made in.
+    made_once = (
+        "[ -d .venv ] || python3 -m venv --without-pip .venv\n"
+        "[ -e .venv/bin/tool ] || { printf '#!%s/.venv/bin/python\\nprint(\"tool ran\")\\n' "
+        '"$PWD" > .venv/bin/tool; chmod 555 .venv/bin/tool; }\n'
+        ".venv/bin/tool\n"
+    )
+    project = make_project(
+        {"setup": "bash made_once.sh"}, files={**FILES, "made_once.sh": made_once}
+    )
+    story = scenario(agent_io, {"plan": [{"prd": prd(1)}]})
+    project.run(story, sandbox=sandbox, plan_only=True)
+
+    project.run(story, sandbox=sandbox, run_id="run-2", plan_only=True)
+
+    assert "setup cached: .venv restored" in progress(project, "run-2")
+    assert "tool ran" in (project.run_dir("run-2") / "setup.log").read_text()

@@ -89,5 +89,7 @@ def test_jest_is_given_the_files_and_names_asked_for() -> None:
     command = reporter_setup(gate, Runner.JEST, FOLDER, only, {}).command
     assert command == (
         f"npx jest --json --outputFile={FOLDER}/report.json 'src\\/a\\.test\\.js' "
-        "'src\\/b\\.test\\.js' -t '^(b works|sum adds \\(1\\+2\\))$' --ci"
+        "'src\\/b\\.test\\.js' -t '^ ?(b works|sum adds \\(1\\+2\\))$' --ci"
     )
+    vitest = reporter_setup(spec("npx vitest run"), Runner.VITEST, FOLDER, only[1:], {})
+    assert vitest.command.endswith(" src/b.test.js -t '^ ?(b works)$'")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker.confine.gate_homes import TRUST_VARIABLES
 from worker.confine.processes import ProcessOutcome, run_process
 from worker.confine.redact import Redactor
 from worker.confine.safe_paths import fresh_folder
@@ -100,14 +101,16 @@ class AgentSettings:
 def agent_environment(
     home: Path, source_env: Mapping[str, str], *, redactor: Redactor | None = None
 ) -> dict[str, str]:
-    """The agent's whole environment: allowlisted variables, HOME and TMPDIR of its own.
+    """The agent's whole environment: allowlisted variables (the certificates the worker
+    trusts among them: Node, which Claude Code runs on, reads no system store), HOME and
+    TMPDIR of its own.
 
     With a redactor, the values of the credentials passed on are registered as secrets.
     """
     env = {
         name: value
         for name, value in source_env.items()
-        if name in ALLOWED_VARIABLES or name.startswith(ALLOWED_PREFIXES)
+        if name in ALLOWED_VARIABLES or name in TRUST_VARIABLES or name.startswith(ALLOWED_PREFIXES)
     }
     env.setdefault("PATH", os.defpath)
     # A link the agent left in its place is replaced: TMPDIR is a real folder of its HOME.

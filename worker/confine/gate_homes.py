@@ -1,8 +1,9 @@
-"""A HOME of each gate's own, and a results folder of the worker's: new for each gate run,
-removed when it ends."""
+"""What a gate runs with: the worker's variables it may see, a HOME of its own and a results
+folder of the worker's, new for each gate run and removed when it ends."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -10,6 +11,47 @@ from pathlib import Path
 
 from worker.confine.safe_paths import remove_tree
 from worker.confine.sandbox import Sandbox
+
+# What a gate sees of the worker's environment: enough to find its tools, never a
+# credential (the agent's API key included: the checks do not need it).
+GATE_VARIABLES = frozenset({"PATH", "LANG", "TZ", "TERM"})
+GATE_PREFIXES = ("LC_",)
+# The certificates the worker's pip, npm, curl and Python were told to trust (a TLS-inspecting
+# proxy's CA): without them the setup's installs fail on the registry's certificate. Paths, no
+# credential; the sandbox shows /etc/ssl (a bundle elsewhere stays unseen in there).
+TRUST_VARIABLES = frozenset(
+    {
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "PIP_CERT",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "NPM_CONFIG_CAFILE",
+        "CARGO_HTTP_CAINFO",
+    }
+)
+
+
+def gate_environment(
+    home: Path, source_env: Mapping[str, str], *, path: str | None = None
+) -> dict[str, str]:
+    """The gates' environment: a few variables of the worker's (locale, the certificates to
+    trust), HOME and TMPDIR of their own, and PATH as the operator chose it (`path`), so
+    `python` is the interpreter they meant."""
+    env = {
+        name: value
+        for name, value in source_env.items()
+        if name in GATE_VARIABLES or name in TRUST_VARIABLES or name.startswith(GATE_PREFIXES)
+    }
+    if path:
+        env["PATH"] = path
+    env.setdefault("PATH", os.defpath)
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home)
+    env["TMPDIR"] = str(tmp)
+    return env
 
 
 @contextmanager

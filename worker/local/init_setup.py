@@ -89,7 +89,9 @@ def _python(root: Path) -> tuple[str, str] | None:
         return "uv sync --frozen", "then start the tests with .venv/bin/python -m pytest"
     extra = _test_extra(root / "pyproject.toml")
     if extra is not None or _installable(root):
-        target = f"'.[{extra}]'" if extra else "."
+        # Without a test extra, pytest (named in tox.ini or setup.cfg, or suggested for a
+        # unittest suite) is in no install of the project: the venv would have no runner.
+        target = f"'.[{extra}]'" if extra else ". pytest"
         note = (
             "the worktree's own package is installed (editable) in .venv, cached by the "
             "lockfiles' hash: start the tests with .venv/bin/python -m pytest"

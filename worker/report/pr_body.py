@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.model.control_chars import escape_control
 from worker.model.gates import GateResult
-from worker.model.review import ReviewRecord
 from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState, TestCheck
-from worker.report.inert_text import neutralize
+from worker.report.pr_sections import cell, frozen_tests, inline, review_lines, whole_review
 from worker.report.story_states import (
     STATE_ICONS,
     attempt_outcome,
@@ -28,8 +26,9 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
         _summary(result),
         *([f"Closes #{closes_issue}"] if closes_issue is not None else []),
         _stories_table(result.stories),
+        frozen_tests(result.stories),
         _story_details(result.stories),
-        _whole_review(result.review),
+        whole_review(result.review),
         _gates_table(result.baseline_gates, result.final_gates),
         _where_results_came_from(result),
         _baseline_section(result),
@@ -39,19 +38,19 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
         _reverted_and_refused(result.stories),
         _checklist(result.stories),
         _time_and_cost(result),
-        RUN_MARKER.format(run_id=_cell(result.run_id)),
+        RUN_MARKER.format(run_id=cell(result.run_id)),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def _source(source: str) -> str:
     # A requirement given as text on the command line has no file to name.
-    return "the requirement given as text" if source == "text" else f"`{_inline(source)}`"
+    return "the requirement given as text" if source == "text" else f"`{inline(source)}`"
 
 
 def _summary(result: RunResult) -> str:
     lines = [
-        f"## {_inline(result.project or result.requirement_source)}",
+        f"## {inline(result.project or result.requirement_source)}",
         "",
         f"reqdrive ran **{story_counts(result.stories)}** for "
         f"{_source(result.requirement_source)} on `{result.branch}` "
@@ -67,7 +66,7 @@ def _summary(result: RunResult) -> str:
                 f"{len(result.stories)} stories are unverified (see below)."
             )
         elif result.failing_on_base:
-            names = ", ".join(f"`{_cell(name)}`" for name in result.failing_on_base)
+            names = ", ".join(f"`{cell(name)}`" for name in result.failing_on_base)
             lines.append(
                 "\n**Ready for review**: every story passed and the final checks are green, "
                 f"but for {names}, which {'fails' if len(result.failing_on_base) == 1 else 'fail'} "
@@ -78,18 +77,19 @@ def _summary(result: RunResult) -> str:
                 "\n**Ready for review**: every story passed and the final checks are green."
             )
     else:
-        lines.append(f"\n**Draft**: {_inline(result.draft_reason or 'not every check passed')}.")
+        lines.append(f"\n**Draft**: {inline(result.draft_reason or 'not every check passed')}.")
     if result.stop_reason is not None:
         lines.append(f"Stopped because: {result.stop_reason}.")
     if not result.per_test_results and (result.final_gates or result.baseline_gates):
         lines.append(
-            "\n**No per-test results**: this repository's checks report no result per test "
-            "(no JUnit XML), so the worker could only see whole checks pass or fail. A story is "
-            "*passed* when every check is green after it, or when a check that already failed "
-            "before it names findings (`path:line: message`, as linters print them) and it adds "
-            "none; *unverified* when a check that already failed before it still fails and "
-            "names no findings: nothing shows whether it did its job. "
-            "Name your test runner's report with `junit:` in the gate to get per-test verdicts."
+            "\n**No per-test results**: this repository's checks report no result per test, "
+            "so the worker could only see whole checks pass or fail. A story is *unverified*, "
+            "and the pull request a draft, while a check that runs tests gives no per-test "
+            "results, or when a check that already failed before it still fails and names no "
+            "findings (`path:line: message`, as linters print them): nothing shows whether it "
+            "did its job. Checks that run no tests judge a story whole. Name the test runner "
+            "(`runner:` in the gate) or its report (`junit:`) to get per-test verdicts "
+            "(docs/verification.md in reqdrive)."
         )
     return "\n".join(lines)
 
@@ -104,12 +104,12 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
     for s in stories:
         commit = f"`{s.commit[:12]}`" if s.commit else "—"
         last = s.attempts[-1].reason if s.attempts and s.state is not StoryState.PASSED else ""
-        state = f"{s.state}" + (f" ({_cell(last)})" if last else "")
+        state = f"{s.state}" + (f" ({cell(last)})" if last else "")
         if s.attempts and s.attempts[-1].outcome is AttemptOutcome.NOTHING_TO_CHANGE:
             state = str(AttemptOutcome.NOTHING_TO_CHANGE)
         rows.append(
-            f"| {STATE_ICONS[s.state]} | {_cell(s.id)} | {_cell(s.title)} | {state} "
-            f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} | {_cell(review_cell(s))} |"
+            f"| {STATE_ICONS[s.state]} | {cell(s.id)} | {cell(s.title)} | {state} "
+            f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} | {cell(review_cell(s))} |"
         )
     return "\n".join(rows)
 
@@ -130,44 +130,19 @@ def _story_details(stories: Sequence[StoryRecord]) -> str:
     lines = ["### What each story was judged on"]
     for s in stories:
         tried = len(s.attempts)
-        lines += ["", f"**{_cell(s.id)}** — {s.state} after {tried} attempt{'s' * (tried != 1)}"]
+        lines += ["", f"**{cell(s.id)}** — {s.state} after {tried} attempt{'s' * (tried != 1)}"]
         lines += _test_lines(s)
         if s.attempts:
             lines.append(f"- tests: {tests_line(s)}")
-        lines += _review_lines(last_review(s))
+        lines += review_lines(last_review(s))
         for attempt in s.attempts:
             if attempt.outcome is not AttemptOutcome.PASSED or attempt.reason:
-                lines.append(f"- attempt {attempt.attempt}: {_inline(attempt_outcome(attempt))}")
+                lines.append(f"- attempt {attempt.attempt}: {inline(attempt_outcome(attempt))}")
             if attempt.gate_changes:
                 lines.append(
                     f"- attempt {attempt.attempt} changed what a gate runs: "
-                    + ", ".join(f"`{_cell(p)}`" for p in attempt.gate_changes)
+                    + ", ".join(f"`{cell(p)}`" for p in attempt.gate_changes)
                 )
-    return "\n".join(lines)
-
-
-def _review_lines(review: ReviewRecord | None) -> list[str]:
-    """The blind review of a change, labelled as what it is: a model's opinion."""
-    if review is None:
-        return []
-    lines = [f"- blind review (a model's opinion): {_inline(review.headline())}"]
-    lines += [f"  - {_inline(line)}" for line in review.finding_lines()]
-    lines += [f"- not asked for (review): {_inline(extra)}" for extra in review.extra_behaviour]
-    return lines
-
-
-def _whole_review(review: ReviewRecord | None) -> str:
-    if review is None:
-        return ""
-    lines = [
-        "### The blind review of the whole change",
-        "",
-        "A model read the change without the requirement and described it; another compared "
-        "that description with every story's criteria. Its opinion, not a check: the tests "
-        "above are the proof.",
-        "",
-        *_review_lines(review),
-    ]
     return "\n".join(lines)
 
 
@@ -178,14 +153,14 @@ def _test_lines(story: StoryRecord) -> list[str]:
     for c in owned:
         parent = f"; without the story's change: {c.at_parent}" if c.added else ""
         kind = "added" if c.added else "owned"
-        problem = f" — {_inline(c.problem)}" if c.problem else ""
-        lines.append(f"- `{_cell(c.id)}` ({kind}): {c.before} → {c.after}{parent}{problem}")
+        problem = f" — {inline(c.problem)}" if c.problem else ""
+        lines.append(f"- `{cell(c.id)}` ({kind}): {c.before} → {c.after}{parent}{problem}")
     if not owned and story.tests:
-        lines += [f"- `{_cell(t)}` (owned): not judged yet" for t in story.tests]
+        lines += [f"- `{cell(t)}` (owned): not judged yet" for t in story.tests]
     broken = [c for c in checks if not c.owned and c.problem]
-    lines += [f"- `{_cell(c.id)}`: {c.before} → {c.after} — {_inline(c.problem)}" for c in broken]
+    lines += [f"- `{cell(c.id)}`: {c.before} → {c.after} — {inline(c.problem)}" for c in broken]
     lines += [
-        f"- `{_cell(c.id)}`: flaky, kept out of the verdict ({_inline(c.reruns)})"
+        f"- `{cell(c.id)}`: flaky, kept out of the verdict ({inline(c.reruns)})"
         for c in checks
         if c.flaky
     ]
@@ -209,8 +184,8 @@ def _gates_table(baseline: Sequence[GateResult], final: Sequence[GateResult]) ->
     ]
     for gate in final:
         rows.append(
-            f"| {_cell(gate.name)} | {_gate_state(before.get(gate.name))} "
-            f"| {_gate_state(gate)} | `{_cell(gate.command)}` |"
+            f"| {cell(gate.name)} | {_gate_state(before.get(gate.name))} "
+            f"| {_gate_state(gate)} | `{cell(gate.command)}` |"
         )
     return "\n".join(rows)
 
@@ -221,12 +196,12 @@ def _where_results_came_from(result: RunResult) -> str:
     if result.baseline_cached:
         lines.append(
             "The base commit's results come from an earlier run on the same tree with the same "
-            f"checks and configuration (cache entry {_inline(result.baseline_cached)})."
+            f"checks and configuration (cache entry {inline(result.baseline_cached)})."
         )
     if result.final_gates_from:
         lines.append(
             "The final checks were not run again: this branch's head was already judged with "
-            f"the same checks, in {_inline(result.final_gates_from)}."
+            f"the same checks, in {inline(result.final_gates_from)}."
         )
     return "\n".join(lines)
 
@@ -275,10 +250,10 @@ def _baseline_section(result: RunResult) -> str:
     ]
     if result.fixed_tests:
         lines += ["", f"Fixed by this branch ({len(result.fixed_tests)}):"]
-        lines += [f"- `{_cell(t)}`" for t in result.fixed_tests]
+        lines += [f"- `{cell(t)}`" for t in result.fixed_tests]
     if result.remaining_tests:
         lines += ["", f"Still failing ({len(result.remaining_tests)}):"]
-        lines += [f"- `{_cell(t)}`" for t in result.remaining_tests]
+        lines += [f"- `{cell(t)}`" for t in result.remaining_tests]
     return "\n".join(lines)
 
 
@@ -286,7 +261,7 @@ def _failing_on_base(result: RunResult) -> str:
     if not result.failing_on_base:
         return ""
     lines = ["### Fails on the base too (not this PR's doing)", ""]
-    lines += [f"- `{_cell(name)}`: {_inline(why)}" for name, why in result.failing_on_base.items()]
+    lines += [f"- `{cell(name)}`: {inline(why)}" for name, why in result.failing_on_base.items()]
     return "\n".join(lines)
 
 
@@ -296,7 +271,7 @@ def _still_failing(result: RunResult) -> str:
     if not result.still_failing:
         return "### Tests still failing\n\nNone: every test the checks ran passes on this branch."
     lines = ["### Tests still failing", ""]
-    lines += [f"- `{_cell(t)}`: {_inline(why)}" for t, why in result.still_failing.items()]
+    lines += [f"- `{cell(t)}`: {inline(why)}" for t, why in result.still_failing.items()]
     return "\n".join(lines)
 
 
@@ -310,7 +285,7 @@ def _flaky(result: RunResult) -> str:
         "story's change and twice without, its result changed without the change.",
         "",
     ]
-    lines += [f"- `{_cell(t)}`: {_inline(why)}" for t, why in result.flaky_tests.items()]
+    lines += [f"- `{cell(t)}`: {inline(why)}" for t, why in result.flaky_tests.items()]
     return "\n".join(lines)
 
 
@@ -318,9 +293,18 @@ def _reverted_and_refused(stories: Sequence[StoryRecord]) -> str:
     lines = []
     for s in stories:
         for a in s.attempts:
-            label = f"{_cell(s.id)} attempt {a.attempt}"
-            lines += [f"- {label}: reverted write to `{_cell(p)}`" for p in a.forbidden_writes]
-            lines += [f"- {label}: refused tool call `{_cell(t)}`" for t in a.refused_tools]
+            label = f"{cell(s.id)} attempt {a.attempt}"
+            lines += [f"- {label}: reverted write to `{cell(p)}`" for p in a.forbidden_writes]
+            lines += [f"- {label}: refused tool call `{cell(t)}`" for t in a.refused_tools]
+            lines += [
+                f"- {label}: {cell(s.id)} changed `{cell(p)}` while implementing: reverted"
+                for p in a.tests_reverted
+            ]
+        if s.frozen is not None:
+            lines += [
+                f"- {cell(s.id)} tests call: reverted `{cell(p)}` (not on the test side)"
+                for p in s.frozen.reverted
+            ]
     if not lines:
         return ""
     return "### Reverted writes and refused tool calls\n\n" + "\n".join(lines)
@@ -334,8 +318,8 @@ def _checklist(stories: Sequence[StoryRecord]) -> str:
         "these are the criteria the plan promised.",
     ]
     for s in stories:
-        lines += ["", f"**{_cell(s.id)}: {_cell(s.title)}** ({s.state})"]
-        lines += [f"- [ ] {_inline(c)}" for c in s.acceptance_criteria]
+        lines += ["", f"**{cell(s.id)}: {cell(s.title)}** ({s.state})"]
+        lines += [f"- [ ] {inline(c)}" for c in s.acceptance_criteria]
     return "\n".join(lines)
 
 
@@ -346,15 +330,3 @@ def _time_and_cost(result: RunResult) -> str:
         f"### Time and cost\n\n{minutes}m {seconds:02d}s, {plural(attempts, 'agent attempt')}, "
         f"${result.cost_usd:.2f} reported by the agent."
     )
-
-
-def _inline(text: str) -> str:
-    # Agent- and user-written text must not close our HTML comment marker or fake a new one,
-    # close other issues on merge or ping people.
-    text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").replace("\n", " ")
-    # Nor carry control characters (a file name may hold any): shown escaped.
-    return neutralize(escape_control(text)).strip()
-
-
-def _cell(text: str) -> str:
-    return _inline(text).replace("|", "\\|").replace("`", "'")

@@ -46,9 +46,13 @@ def budget_stop(reached: BudgetReached) -> StopReason:
     return StopReason.MONTHLY_BUDGET_SPENT if reached.shared else StopReason.BUDGET_SPENT
 
 
-def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
-    """One agent call on the worktree with this prompt, unless a budget is spent (raises
-    BudgetReached, before anything starts); its cost is the run's and the shared budget's."""
+def call_agent(
+    ctx: RunContext, label: str | int, prompt: str, *, start: str | None = None
+) -> AgentOutcome:
+    """One agent call on the worktree with this prompt, from `start` (the checkpoint's head
+    unless given: an implement call starts on its story's frozen tests), unless a budget is
+    spent (raises BudgetReached, before anything starts); its cost is the run's and the
+    shared budget's."""
     if (reached := budget_reached(ctx)) is not None:
         raise reached
     folder = ctx.folder
@@ -82,7 +86,7 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
         (ctx.git.path, places.home, places.handoff, places.git_view), ctx.spec.limits
     ):
         # Its files go and the attempt fails: the disk is the host's, not the agent's.
-        ctx.git.restore(ctx.cp.head_sha, ignored_too=True)
+        ctx.git.restore(start or ctx.cp.head_sha, ignored_too=True)
         empty_folders((places.home, places.handoff, places.git_view))
         outcome = replace(outcome, error=over)
     folder.sweep()
@@ -129,8 +133,8 @@ def run_gates_on(
     cross-checked (GateResult.disagreements). With `only` (test ids, as results name them),
     just the gates that run tests run, and a runner that can select tests runs only those:
     pytest (reqdrive's plugin deselects the others), go (`-run` on their top-level names,
-    in every package the command tests) and jest (their files and a `-t` name pattern);
-    vitest, node and others run whole.
+    in every package the command tests), jest and vitest (their files and a `-t` name
+    pattern); node and others run whole.
     A gate whose runner selected them says so in `selected`; an id in `only` missing from
     its `tests` did not run (no such test, or it was not collected)."""
     if not ctx.gates:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from worker.agents.base import AgentRunner, AgentSettings
 from worker.agents.registry import make_runner
+from worker.confine.gate_homes import gate_environment
 from worker.confine.redact import Redactor
 from worker.confine.scratch import RunScratch
 from worker.confine.toolchains import Toolchains, find_toolchains
@@ -24,7 +25,8 @@ from worker.review.agent import review_agent
 from worker.review.triangular import ReviewAgent
 from worker.run.journal import RunJournal
 from worker.run.spec import RunSpec
-from worker.verdict.gates import gate_environment, gate_specs
+from worker.verdict.gates import gate_specs
+from worker.verdict.test_side import TestSide
 
 DEFAULT_AGENT_TIMEOUT_S = 1800.0
 
@@ -81,6 +83,11 @@ class RunContext:
     @property
     def cp(self) -> Checkpoint:
         return self.journal.cp
+
+    @property
+    def test_side(self) -> TestSide:
+        """The files that define or configure the repository's tests (`testPaths`)."""
+        return TestSide.of(self.config.test_paths)
 
 
 def configure(

@@ -13,12 +13,11 @@ from worker.verdict.judging import MISSING, tests_by_id
 def run_selected(ctx: RunContext, label: str, test_ids: Collection[str]) -> dict[str, str]:
     """These tests' statuses on the worktree as it is (MISSING for one not reported).
 
-    The one place chosen tests are run. FOR THE LEAD: it runs every gate whole and keeps only
-    the wanted ids, because `run_gates_on` cannot select tests yet; once the collectors'
-    `only=` is merged, call `run_gates_on(ctx, label, fail_fast=False, only=test_ids)` here
-    and nothing else changes (the parent proof and the flaky re-runs both come through here).
-    """
-    results = run_gates_on(ctx, label, fail_fast=False)
+    The one place chosen tests are run (the parent proof and the flaky re-runs both come
+    through here): only the gates that run tests, and in them only these tests where the
+    runner can select them (`only=`: pytest, go, jest); other runners run whole and only
+    these ids are kept."""
+    results = run_gates_on(ctx, label, fail_fast=False, only=test_ids)
     reported = tests_by_id(results) or {}
     return {t: str(reported[t]) if t in reported else MISSING for t in test_ids}
 

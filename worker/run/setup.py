@@ -29,6 +29,10 @@ from worker.run.context import RunContext
 
 SETUP = "setup"  # its log is the run folder's setup.log; the console names it so
 SETUP_TIMEOUT_S = 1800.0
+# In a saved entry, beside its folders: the worktree they were made in, whose path their
+# scripts and editable installs hold.
+ORIGIN = ".reqdrive-origin"
+RELOCATED_MAX_BYTES = 1 << 20  # larger files (bundles, data) are left as they are
 TAIL_LINES = 20  # of a failed setup's output, in the run's error
 # The folders a setup fills when `setupCache` names none, each with the files (globs at the
 # top of the repository) whose content decides whether a saved copy still fits.
@@ -43,8 +47,9 @@ def set_up(ctx: RunContext) -> None:
     (with the exit code and the end of the output) when it did not.
 
     The setup runs even when its folders were restored: an editable install and a venv's
-    scripts hold the worktree's absolute path, which is new every run, so the cache only
-    spares the downloads and builds, and the setup puts this worktree's paths in."""
+    scripts hold the worktree's absolute path, which is new every run. The restored copy's
+    paths are made this worktree's first (a `.venv/bin/pip` naming another run's python
+    cannot start), and the setup then installs this worktree's code."""
     command = ctx.config.setup
     if not command:
         return
@@ -57,6 +62,7 @@ def set_up(ctx: RunContext) -> None:
     saved = ctx.spec.work_dir / "setup-cache" / key
     restored = [name for name in folders if _copy(saved, name, worktree, name)]
     if restored:
+        relocate(saved, worktree, restored)
         ctx.folder.append_progress(f"setup cached: {', '.join(restored)} restored (key {key[:12]})")
     failure = _run(ctx, command)
     if ctx.cancel.is_set():
@@ -208,7 +214,50 @@ def _save(saved: Path, worktree: Path, folders: list[str]) -> None:
         if not _copy(worktree, name, partial, name):
             remove_tree(partial)
             return
+    (partial / ORIGIN).write_text(str(worktree), encoding="utf-8")
     try:
         partial.rename(saved)
     except OSError:  # another run saved it first
         remove_tree(partial)
+
+
+def relocate(saved: Path, worktree: Path, folders: list[str]) -> None:
+    """Replace the saved worktree's path with this one in the restored folders' files and
+    links (a venv's script shebangs, pyvenv.cfg, activate, an editable install's .pth), as
+    `conda` relocates an environment. Links are never followed: each file is opened
+    O_NOFOLLOW, and a link's own target is rewritten."""
+    try:
+        old = (saved / ORIGIN).read_text(encoding="utf-8").encode()
+    except OSError:
+        return
+    new = str(worktree).encode()
+    if not old or old == new:
+        return
+    for name in folders:
+        for folder, dirs, files in os.walk(worktree / name, followlinks=False):
+            for entry in (*dirs, *files):  # a link to a folder is listed with the folders
+                try:
+                    _relocate_file(Path(folder) / entry, old, new)
+                except OSError:
+                    continue  # left as it was: the setup, which runs next, may remake it
+
+
+def _relocate_file(path: Path, old: bytes, new: bytes) -> None:
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        target = os.fsencode(os.readlink(path))
+        if old in target:
+            path.unlink()
+            os.symlink(target.replace(old, new), path)
+        return
+    if not stat.S_ISREG(info.st_mode) or info.st_size > RELOCATED_MAX_BYTES:
+        return
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+        data = file.read()
+    # Text only: a binary (a .pyc's marshalled strings, a .so) holds lengths beside its paths.
+    if old in data and b"\0" not in data:  # a new file in place: read-only ones too
+        fresh = path.with_name(f"{path.name}.relocating")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(os.open(fresh, flags, stat.S_IMODE(info.st_mode) & 0o777), "wb") as out:
+            out.write(data.replace(old, new))
+        os.replace(fresh, path)

@@ -63,8 +63,8 @@ def collect(
         found.selecting = found.tests is not None
     elif runner in (Runner.JEST, Runner.VITEST) and spec.junit is False:
         found = read_js_report(_copy(places, JSON_FILE, "json", redactor), places.cwd, limits)
-        if runner is Runner.JEST and only is not None and found.tests is not None:
-            # jest reports the tests its name pattern left out as pending: not run here.
+        if only is not None and found.tests is not None:
+            # The tests the name pattern left out are reported as not run: not ours.
             found.tests = {t: s for t, s in found.tests.items() if t in only}
             found.selecting = True
     elif runner in (Runner.PYTEST, None):

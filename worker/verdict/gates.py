@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,30 +27,6 @@ from worker.verdict.runners import (
 )
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"  # where a gate with `junit: true` writes its report
-# What a gate sees of the worker's environment: enough to find its tools, never a
-# credential (the agent's API key included: the checks do not need it).
-GATE_VARIABLES = frozenset({"PATH", "LANG", "TZ", "TERM"})
-GATE_PREFIXES = ("LC_",)
-
-
-def gate_environment(
-    home: Path, source_env: Mapping[str, str], *, path: str | None = None
-) -> dict[str, str]:
-    """The gates' environment: a few variables of the worker's, HOME and TMPDIR of their own,
-    and PATH as the operator chose it (`path`), so `python` is the interpreter they meant."""
-    env = {
-        name: value
-        for name, value in source_env.items()
-        if name in GATE_VARIABLES or name.startswith(GATE_PREFIXES)
-    }
-    if path:
-        env["PATH"] = path
-    env.setdefault("PATH", os.defpath)
-    tmp = home / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    env["HOME"] = str(home)
-    env["TMPDIR"] = str(tmp)
-    return env
 
 
 def gate_specs(

@@ -148,8 +148,8 @@ def reporter_setup(
     }
     # A gate that names its own report (`junit:`) keeps its command as it is.
     flags = reporters.get(runner) if runner is not None and spec.junit is False else None
-    if flags is not None and runner is Runner.JEST and only is not None:
-        flags += _jest_selection(only)
+    if flags is not None and runner in (Runner.JEST, Runner.VITEST) and only is not None:
+        flags += _js_selection(runner, only)
     if flags is not None and runner in INSERT_AFTER_RE:
         place = INSERT_AFTER_RE[runner].search(command)
         if place is not None:
@@ -157,16 +157,19 @@ def reporter_setup(
     return ReporterSetup(command)
 
 
-def _jest_selection(only: Collection[str]) -> str:
-    """jest's test files and a name pattern for the ids asked for ("file::describe > name"):
-    jest matches `-t` against the describe titles and the name joined by spaces, and marks
-    the tests it leaves out as pending (collect.py keeps only the ids asked for)."""
+def _js_selection(runner: Runner, only: Collection[str]) -> str:
+    """The test files and a name pattern for the ids asked for ("file::describe > name"):
+    both runners match `-t` against the describe titles and the name joined by spaces
+    (vitest 1 puts a space first, for the file's nameless suite) and report the tests it
+    leaves out as pending or skipped (collect.py keeps only the ids asked for). jest takes
+    files as patterns, vitest as parts of a path."""
     files = sorted({t.partition("::")[0] for t in only})
     names = sorted({t.partition("::")[2].replace(" > ", " ") for t in only})
-    selection = " ".join(shlex.quote(JS_REGEX_RE.sub(r"\\\g<0>", f)) for f in files)
+    escape = (lambda f: JS_REGEX_RE.sub(r"\\\g<0>", f)) if runner is Runner.JEST else str
+    selection = " ".join(shlex.quote(escape(f)) for f in files)
     if all(names):  # an id without a name is a whole file (one that failed to load)
-        pattern = "^(" + "|".join(JS_REGEX_RE.sub(r"\\\g<0>", n) for n in names) + ")$"
-        selection += f" -t {shlex.quote(pattern)}"
+        alternatives = "|".join(JS_REGEX_RE.sub(r"\\\g<0>", n) for n in names)
+        selection += f" -t {shlex.quote(f'^ ?({alternatives})$')}"
     return f" {selection}" if files else ""
 
 

@@ -21,7 +21,12 @@ import pytest
 
 RESULTS_VAR = "REQDRIVE_RESULTS"
 ONLY_VAR = "REQDRIVE_ONLY"
+# Set while a session runs, so a pytest the tests start themselves (a subprocess inheriting
+# the environment) knows it is not the gate's and records nothing.
+SESSION_VAR = "REQDRIVE_RESULTS_SESSION"
 LONGREPR_CHARS = 8000  # of one failure's text
+# Collected ids per record: far below the 64 KiB a record may take (pytest_results.py).
+IDS_PER_RECORD = 100
 
 _stream: list[IO[str]] = []  # the results file, open for the session (the controller's only)
 _only: list[set[str]] = []  # the ids to keep, when the worker names them
@@ -46,6 +51,9 @@ def _write(record: dict[str, Any]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    worker = hasattr(config, "workerinput")
+    if os.environ.get(SESSION_VAR) and not worker:
+        return  # started by a test of the gate's session: its tests are not the gate's
     prefix = getattr(config.option, "junitprefix", None)  # --junit-prefix
     if prefix and not _prefix:
         _prefix.append(str(prefix))
@@ -53,8 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if only and not _only:
         with open(only, encoding="utf-8") as listed:
             _only.append({line.strip() for line in listed if line.strip()})
-    if hasattr(config, "workerinput"):  # an xdist worker: its controller reports for it
+    if worker:  # an xdist worker: its controller reports for it
         return
+    os.environ[SESSION_VAR] = str(os.getpid())
     path = os.environ.get(RESULTS_VAR)
     if path and not _stream:
         _stream.append(open(path, "a", encoding="utf-8"))  # noqa: SIM115 (kept for the session)
@@ -75,12 +84,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if not hasattr(config, "workerinput") and not config.pluginmanager.hasplugin("dsession"):
-        _write({"event": "collected", "ids": [junit_id(item.nodeid) for item in session.items]})
+        _write_collected([junit_id(item.nodeid) for item in session.items], {})
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's: the controller collects nothing itself
 def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
-    _write({"event": "collected", "ids": [junit_id(nodeid) for nodeid in ids], "node": True})
+    _write_collected([junit_id(nodeid) for nodeid in ids], {"node": True})
+
+
+def _write_collected(ids: list[str], extra: dict[str, object]) -> None:
+    """The collected ids, IDS_PER_RECORD to a record: the worker reads a record up to a
+    bounded length, and a real suite's ids (parametrized, 1,000 and more) pass it in one."""
+    for start in range(0, len(ids), IDS_PER_RECORD):
+        _write({"event": "collected", "ids": ids[start : start + IDS_PER_RECORD], **extra})
+    if not ids:
+        _write({"event": "collected", "ids": [], **extra})
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
@@ -106,5 +124,7 @@ def pytest_sessionfinish(exitstatus: int) -> None:
 
 
 def pytest_unconfigure() -> None:
+    if _stream:  # the gate's own session ends: a next one in this process is the gate's too
+        os.environ.pop(SESSION_VAR, None)
     while _stream:
         _stream.pop().close()

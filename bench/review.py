@@ -4,7 +4,8 @@
     .venv/bin/python -m bench.review --quick             # one run each
 
 One story (two criteria, one test) on a fresh bare remote with pytest as its check, run with
-`review: triangular`: the implement call, then agent B and agent C, then B and C once more for
+`review: triangular` and `tests: together` (one call writes code and test): the implement
+call, then agent B and agent C, then B and C once more for
 the whole change. Two agents: the scripted agent started by the command runner (what the
 worker pays around a call: prompt, view of the change, sandbox-free process start), and the
 real Claude Code CLI behind the scripted Messages API (tests/support/fake_anthropic.py), whose
@@ -95,7 +96,14 @@ class Measure:
 def make_remote(tmp: Path) -> Path:
     source = tmp / "source"
     (source / ".github").mkdir(parents=True)
-    config = {"testCommand": "python -m pytest -q -p no:cacheprovider", "review": "triangular"}
+    # tests: together: the story is one implement call writing code and test, the one call the
+    # review's two are set beside (with tests first, the default, a story also pays a tests
+    # call before it: bench/story_cost.py measures a story's calls).
+    config = {
+        "testCommand": "python -m pytest -q -p no:cacheprovider",
+        "review": "triangular",
+        "tests": "together",
+    }
     (source / ".github" / "reqdrive.yml").write_text(json.dumps(config))
     (source / "docs" / "requirements").mkdir(parents=True)
     (source / "docs" / "requirements" / "REQ-001-shout.md").write_text(REQUIREMENT)

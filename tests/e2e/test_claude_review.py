@@ -61,13 +61,19 @@ def write(path: Path, text: str, usage: Usage = IMPLEMENT_USAGE) -> Turn:
     return use(ToolCall("Write", {"file_path": str(path), "content": text}), usage=usage)
 
 
+def worktree(project: Project) -> Path:
+    return project.work_dir / "cache" / "worktrees" / "run-1"
+
+
+def write_tests(project: Project) -> list[Turn]:
+    """The story's tests call (tests first): its test, proven failing and frozen by the worker;
+    a story sent back by the review keeps them, so it is made once per story."""
+    return [write(worktree(project) / "test_s.py", TEST), say("test written.")]
+
+
 def implement(project: Project, code: str) -> list[Turn]:
-    worktree = project.work_dir / "cache" / "worktrees" / "run-1"
-    return [
-        write(worktree / "shout.py", code),
-        write(worktree / "test_s.py", TEST),
-        say("shout done.", usage=IMPLEMENT_USAGE),
-    ]
+    """An implement call: the code, on the story's frozen test."""
+    return [write(worktree(project) / "shout.py", code), say("shout done.", usage=IMPLEMENT_USAGE)]
 
 
 def describe(project: Project, *, loud: bool) -> list[Turn]:
@@ -129,7 +135,9 @@ def role(request: RecordedRequest) -> str:
     for name in ("describe", "compare"):
         if f"Review role: {name}" in prompt:
             return name
-    return "story" if "Story ID:" in prompt else "plan"
+    if "Story ID:" in prompt:
+        return "tests" if "Phase: tests" in prompt else "story"
+    return "plan"
 
 
 def first_requests(server: FakeAnthropic) -> list[RecordedRequest]:
@@ -144,10 +152,11 @@ def test_a_story_skipping_a_criterion_is_sent_back_by_the_review_and_then_fixed(
     project = shout_project(make_project)
     script = [
         *plan(project),
+        *write_tests(project),
         *implement(project, UPPER),
         *describe(project, loud=False),
         *compare(project, second="not met"),
-        *implement(project, LOUD),
+        *implement(project, LOUD),  # on the frozen test: no second tests call
         *describe(project, loud=True),
         *compare(project, second="met"),
         *describe(project, loud=True),  # the whole change, before the PR is marked ready
@@ -157,25 +166,23 @@ def test_a_story_skipping_a_criterion_is_sent_back_by_the_review_and_then_fixed(
         result = run_with_claude(project, server, claude_bin)
         calls = first_requests(server)
 
-    assert [role(r) for r in calls] == ["plan", "story", "describe", "compare"] * 1 + [
-        "story",
-        "describe",
-        "compare",
-        "describe",
-        "compare",
-    ]
+    story_calls = ["story", "describe", "compare"]  # an implement call and its review
+    whole = ["describe", "compare"]
+    assert [role(r) for r in calls] == ["plan", "tests", *story_calls, *story_calls, *whole]
     [story] = result.stories
     assert story.state is StoryState.PASSED
     first, second = story.attempts
     assert first.outcome is AttemptOutcome.CRITERIA_UNMET and first.commit is None
     assert second.outcome is AttemptOutcome.PASSED
+    # Sent back to its frozen test, not to before it: the code went on the same test: commit.
+    assert first.frozen_commit is not None and second.frozen_commit == first.frozen_commit
     # The finding reached the implementer's second prompt.
     [retry] = [r.prompt() for r in calls if role(r) == "story" and "Attempt: 2" in r.prompt()]
     assert "EVIDENCE-FROM-C: no exclamation mark" in retry
     # The reviewers ran on the runner's cheaper model; the implementer on its default.
     models = {role(r): r.body.get("model", "") for r in calls}
     assert "haiku" in models["describe"] and "haiku" in models["compare"]
-    assert "haiku" not in models["story"]
+    assert "haiku" not in models["story"] and "haiku" not in models["tests"]
     # B saw the diff, in its own read-only view of the change, and no word of the requirement.
     secret = sentences([REQUIREMENT, TITLE, *CRITERIA])
     for request in calls:
@@ -191,14 +198,14 @@ def test_a_story_skipping_a_criterion_is_sent_back_by_the_review_and_then_fixed(
     assert review.calls == 2 and review.cost_usd is not None and review.cost_usd > 0
     assert second.cost_usd is not None and review.cost_usd < second.cost_usd
     assert result.ready and result.review is not None
-    assert project.branch_log() == [f"feat: [US-001] - {TITLE}"]
+    assert project.branch_log() == [f"test: [US-001] - {TITLE}", f"feat: [US-001] - {TITLE}"]
 
 
 def test_a_story_that_keeps_skipping_a_criterion_ends_needs_review_with_the_finding_in_the_pr(
     make_project: MakeProject, claude_bin: Path
 ) -> None:
     project = shout_project(make_project, {"maxStoryRetries": 2})
-    script = [*plan(project)]
+    script = [*plan(project), *write_tests(project)]
     for _ in range(2):
         script += implement(project, UPPER)
         script += describe(project, loud=False)
@@ -223,13 +230,13 @@ def test_malformed_reports_from_the_real_cli_are_retried_once_then_reported(
 ) -> None:
     project = shout_project(make_project)
     broken = [write(handoff(project) / "description.json", "not json"), say("done.")]
-    script = [*plan(project), *implement(project, LOUD), *broken, *broken]
+    script = [*plan(project), *write_tests(project), *implement(project, LOUD), *broken, *broken]
     with fake_anthropic(script) as server:
         result = run_with_claude(project, server, claude_bin)
         calls = first_requests(server)
 
-    assert [role(r) for r in calls] == ["plan", "story", "describe", "describe"]
-    second_prompt = calls[3].prompt()
+    assert [role(r) for r in calls] == ["plan", "tests", "story", "describe", "describe"]
+    second_prompt = calls[4].prompt()
     assert "Your previous description was refused" in second_prompt
     [story] = result.stories
     assert story.state is StoryState.NEEDS_REVIEW

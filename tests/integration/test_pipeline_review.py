@@ -322,6 +322,7 @@ def test_the_blind_reviewer_sees_no_word_of_the_requirement_in_its_prompt_or_its
         line.split(" ", 1)[1] for line in survey.splitlines() if line.startswith("READABLE")
     ]
     assert any(path.endswith("/shout.py") for path in readable)  # the code it describes
+    assert any(path.endswith("/test_s.py") for path in readable)  # and its frozen test
     assert any(path.endswith("/prompt.md") for path in readable)  # its own prompt
     assert not any("REQ-001" in path for path in readable)
     assert not any(path.endswith(("prd.json", "progress.txt", ".git")) for path in readable)

@@ -19,17 +19,21 @@ WHOLE_LABEL = "requirement"
 
 
 def review_attempt(
-    ctx: RunContext, record: StoryRecord, attempt: AttemptRecord, *, pre: str
+    ctx: RunContext, record: StoryRecord, attempt: AttemptRecord, *, start: str
 ) -> AttemptRecord:
     """A passed attempt reviewed blind and decided again (decide_reviewed); any other attempt,
-    or every attempt with `review: off`, as it was. A commit the review sends back is dropped
-    like a failed one: its patch stays in the run folder, the worktree goes back to `pre`."""
+    or every attempt with `review: off`, as it was. The reviewer is shown the story's whole
+    change from `start` (the commit the story started on): its frozen tests and its code.
+
+    A commit the review sends back is dropped like a failed attempt's: its patch stays in the
+    run folder, the worktree goes back to `start`, and the story keeps its frozen tests
+    (record.frozen): the next attempt checks them out again and makes no tests call."""
     if ctx.review is None or attempt.outcome is not AttemptOutcome.PASSED or not attempt.commit:
         return attempt
     subject = ReviewSubject(
         label=f"{record.id}.iteration-{attempt.iteration}",
         title=record.id,
-        base=pre,
+        base=start,
         head=attempt.commit,
         criteria=list(record.acceptance_criteria),
         requirement=ctx.spec.requirement.text,
@@ -39,7 +43,7 @@ def review_attempt(
     )
     found = _run(ctx, ctx.review, subject)
     if ctx.cancel.is_set():
-        ctx.git.restore(pre)
+        ctx.git.restore(start)
         return attempt.model_copy(
             update={"outcome": AttemptOutcome.CANCELLED, "reason": "cancelled", "review": found}
         )
@@ -52,8 +56,8 @@ def review_attempt(
     kept = verdict.outcome in KEPT
     if not kept:
         patch = ctx.folder.patch_path(attempt.iteration).name
-        ctx.folder.write_text(patch, ctx.git.diff(pre, attempt.commit) + "\n")
-        ctx.git.restore(pre)
+        ctx.folder.write_text(patch, ctx.git.diff(start, attempt.commit) + "\n")
+        ctx.git.restore(start)
     return attempt.model_copy(
         update={
             "outcome": verdict.outcome,

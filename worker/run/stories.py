@@ -54,7 +54,7 @@ def attempt_story(ctx: RunContext, record: StoryRecord) -> None:
     started, pre = time.monotonic(), cp.head_sha
     attempt = StoryAttempt(ctx, record, iteration=iteration, number=number).run()
     attempt.duration_s = round(time.monotonic() - started, 3)
-    attempt = review_attempt(ctx, record, attempt, pre=pre)  # its own time, in attempt.review
+    attempt = review_attempt(ctx, record, attempt, start=pre)  # its own time, in attempt.review
     ctx.folder.append_progress(_progress_line(record, attempt))
     if attempt.outcome is AttemptOutcome.CANCELLED:
         # Not the agent's failure: it does not use up one of the story's attempts.

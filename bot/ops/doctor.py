@@ -26,6 +26,8 @@ from worker.exceptions import SandboxUnavailable
 
 # The toolchains a repository's checks commonly run, asked for their version inside the sandbox.
 TOOLCHAINS = ("python3", "node", "npm", "go", "cargo")
+# How each tool says its version; `go` has no --version flag (it exits 2 on one).
+VERSION_ARGS = {"go": ["version"]}
 AGENT_CLIS = {"claude": "claude", "codex": "codex", "aider": "aider"}
 TIMEOUT_S = 30.0
 
@@ -165,9 +167,13 @@ def toolchain(tool: str, sandbox: Sandbox | None, path: str) -> Finding:
         return Finding(
             check, Verdict.OK, "not installed here (needed only by repositories using it)"
         )
-    host = _first_line(_run([tool, "--version"], env={"PATH": path}))
+    asks = [tool, *VERSION_ARGS.get(tool, ["--version"])]
+    host = _first_line(_run(asks, env={"PATH": path}))
+    if host is None:
+        why = f"`{' '.join(asks)}` fails here, outside the sandbox too"
+        return Finding(check, Verdict.FAIL, why, f"repair or remove the {tool} on PATH")
     with tempfile.TemporaryDirectory(prefix="reqdrive-doctor-") as empty:
-        argv, env = [tool, "--version"], {"PATH": path, "HOME": empty}
+        argv, env = list(asks), {"PATH": path, "HOME": empty}
         if sandbox is not None:
             # As the gates run: only what the sandbox shows, plus REQDRIVE_SANDBOX_READONLY;
             # an empty folder stands for the worktree (the call's cwd is bound writable).

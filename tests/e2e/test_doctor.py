@@ -75,6 +75,20 @@ def test_a_toolchain_the_sandbox_cannot_see_is_named_with_the_setting_that_shows
     assert shown.stdout.splitlines()[-1] == "reqdrive can run here"
 
 
+def test_go_is_asked_its_version_the_way_go_answers(tmp_path: Path) -> None:
+    # `go --version` is an error (exit 2): asked that way, every machine with Go "failed".
+    bin_dir = tmp_path / "toolchain" / "bin"
+    bin_dir.mkdir(parents=True)
+    go = bin_dir / "go"
+    go.write_text('#!/bin/sh\n[ "$1" = version ] || exit 2\necho go version go9.9 doctor\n')
+    go.chmod(0o755)
+    agent = {"REQDRIVE_AGENT": "command", "REQDRIVE_AGENT_COMMAND": "true {prompt_file}"}
+    done = doctor(
+        tmp_path, PATH=f"{bin_dir}:/usr/bin:/bin", REQDRIVE_SANDBOX_READONLY=str(bin_dir), **agent
+    )
+    assert "ok    toolchain go: go version go9.9 doctor" in done.stdout.splitlines(), done.stdout
+
+
 def test_a_missing_agent_cli_and_a_silent_redis_are_failures_with_their_fixes(
     tmp_path: Path,
 ) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from worker.model.state import RunResult, StoryRecord, StoryState
 from worker.report.inert_text import neutralize
-from worker.report.story_states import STATE_ICONS, attempt_outcome, plural
+from worker.report.story_states import STATE_ICONS, attempt_outcome, frozen_note, plural
 
 PROGRESS_MARKER = "<!-- reqdrive:progress {run_id} -->"
 
@@ -51,6 +51,8 @@ def _story_line(story: StoryRecord, *, running: bool) -> str:
     facts = f"{plural(len(story.attempts), 'attempt')}, {seconds:.0f}s, ${cost:.2f}"
     line = f"- [{'x' if done else ' '}] {STATE_ICONS[story.state]} **{inline_code(story.id)}** "
     line += f"{inline_text(story.title)}: {state} ({facts})"
+    if note := frozen_note(story):
+        line += f"\n  - {inline_text(note)}"
     if story.attempts and not done:
         last = story.attempts[-1]
         failing = [t for g in last.gates for t in (g.failed_tests or [])]

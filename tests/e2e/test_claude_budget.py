@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, Project, git, prd, project_factory
+from tests.integration.test_pipeline import (
+    ONE_CALL,
+    MakeProject,
+    Project,
+    git,
+    prd,
+    project_factory,
+)
 from tests.integration.test_pipeline_judging import GATE_PATH
 from tests.support.claude_cli import install_claude_cli
 from tests.support.fake_anthropic import (
@@ -40,7 +47,8 @@ def claude_bin() -> Path:
 
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
-    return project_factory(tmp_path)
+    # The scripted model answers one agent call per story (tests: together).
+    return project_factory(tmp_path, ONE_CALL)
 
 
 def feature(worktree: Path, n: int) -> list[Turn]:

@@ -83,7 +83,9 @@ def retry_prompt(server: FakeAnthropic) -> str:
 def test_a_wrong_story_is_retried_with_its_own_failing_test_and_the_run_ends_ready(
     make_project: MakeProject, claude_bin: Path, junit: bool
 ) -> None:
-    project = calc_project(make_project, junit=junit)
+    # The scripted model answers one agent call per story (tests: together); tests first's
+    # two calls are exercised with the scripted agent (tests/integration/test_frozen_tests.py).
+    project = calc_project(make_project, junit=junit, config={"tests": "together"})
     with fake_anthropic(script(project)) as server:
         result = run_with_claude(project, server, claude_bin)
         retry = retry_prompt(server)

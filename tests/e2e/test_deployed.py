@@ -21,10 +21,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 REPO = "octo/shop"
 
 
-def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(
+def test_label_on_an_issue_opens_a_pr_with_frozen_tests_then_code_per_story(
     tmp_path: Path, double: GitHubDouble
 ) -> None:
-    scene = shop(tmp_path, double, REPO)
+    scene = shop(tmp_path, double, REPO, tests="first")
     issue = scene.issue
     root = tmp_path / "stack"
     root.mkdir()
@@ -41,7 +41,8 @@ def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(
             raise AssertionError(running.logs()[-4000:]) from None
         calls, logs = all_calls(running), running.logs()
 
-    assert calls == ["plan 1", "US-001 1", "US-002 1"]
+    # Per story its tests call, then its implement call.
+    assert calls == ["plan 1", "US-001 1 tests", "US-001 1", "US-002 1 tests", "US-002 1"]
     # The default sandbox confined every agent call and check (where bubblewrap works).
     assert ("UNCONFINED" in logs) is not sandbox_works()
     [pull] = double.pulls_of(REPO)
@@ -49,8 +50,12 @@ def test_label_on_an_issue_opens_a_pr_with_one_commit_per_story(
     branch = pull["head"]["ref"]
     assert git(bare, "log", "--format=%s", f"main..{branch}").splitlines() == [
         "feat: [US-002] - Feature 2",
+        "test: [US-002] - Feature 2",
         "feat: [US-001] - Feature 1",
+        "test: [US-001] - Feature 1",
     ]
+    frozen = git(bare, "rev-parse", f"{branch}~1")  # US-002's tests, frozen before its code
+    assert f"`{frozen[:12]}`" in pull["body"] and "### Frozen tests" in pull["body"]
     head = git(bare, "rev-parse", branch)
     checks = [r for r in double.check_runs_of(REPO) if r["head_sha"] == head]
     assert [(r["status"], r["conclusion"]) for r in checks] == [("completed", "success")]

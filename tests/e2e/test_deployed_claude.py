@@ -46,7 +46,12 @@ def claude_bin() -> Path:
 
 def shop(source: Path) -> None:
     """A Python project configured for the claude runner, its pricing tests failing."""
-    config = {"testCommand": PYTEST, "agent": {"runner": "claude", "model": MODEL, "timeout": 120}}
+    # The scripted model answers one agent call per story: tests and code together.
+    config = {
+        "testCommand": PYTEST,
+        "tests": "together",
+        "agent": {"runner": "claude", "model": MODEL, "timeout": 120},
+    }
     files = {
         ".gitignore": GITIGNORE,
         ".github/reqdrive.yml": yaml.safe_dump(config),

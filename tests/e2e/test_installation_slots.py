@@ -68,8 +68,11 @@ def test_a_flooding_installation_waits_for_its_slot_and_another_starts_on_the_fr
     gh = served
     busy = repository(tmp_path, gh, BUSY[0], "busy")
     repository(tmp_path, gh, QUIET[0], "quiet")
-    # Every story's agent takes ten minutes: a run that starts holds its worker.
-    scenario = busy.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [{"sleep": 600}]}})
+    # Every story's agent (its tests call, the first) takes ten minutes: a run that starts
+    # holds its worker.
+    scenario = busy.scenario(
+        {"plan": [{"prd": prd(1)}], "stories": {"US-001": [{"tests": {"sleep": 600}}]}}
+    )
     env = {
         **os.environ,
         "GITHUB_WEBHOOK_SECRET": "test-secret",
@@ -93,7 +96,7 @@ def test_a_flooding_installation_waits_for_its_slot_and_another_starts_on_the_fr
         # The busy installation's first run holds a worker; the second worker is free for the
         # quiet installation's run, whatever the busy one queued before it.
         wait_for(lambda: quiet.get_status(refresh=True) == JobStatus.STARTED, 90, "quiet started")
-        wait_for(lambda: busy.calls().count("US-001 1") == 2, 90, "both agents started")
+        wait_for(lambda: busy.calls().count("US-001 1 tests") == 2, 90, "both agents started")
         started = [job for job in flood if job.get_status(refresh=True) == JobStatus.STARTED]
         waiting = {job.get_status(refresh=True) for job in flood if job not in started}
         planned = busy.calls().count("plan 1")

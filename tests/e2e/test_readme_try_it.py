@@ -73,8 +73,8 @@ def test_the_try_it_section_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_the_local_run_example_runs_as_written_and_is_ready_for_review(tmp_path: Path) -> None:
-    # The check is a script, not a command naming hello.txt: a story that changes a file its
-    # check's command names is "needs review" (README, "How a story is judged", 4).
+    # The check is pytest, from the demo's own setup: without per-test results the story would
+    # be "unverified" and the run a draft.
     block = next(b for b in sh_blocks((ROOT / "README.md").read_text()) if "toy-agent.sh <<" in b)
     reqdrive = Path(sys.executable).parent / "reqdrive"
     script = block.replace("REQDRIVE=$PWD/.venv/bin/reqdrive", f"REQDRIVE={reqdrive}").replace(

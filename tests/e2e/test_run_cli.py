@@ -102,6 +102,10 @@ def timed_lines(out: str) -> list[str]:
     return found
 
 
+# A story's tests call's check run: its new tests, before its code, must fail.
+TESTS_RUN = "US-00{n} attempt 1, its tests before its code (new ones must fail)"
+
+
 def calls(tmp_path: Path) -> list[str]:
     log = tmp_path / "calls.log"
     lines = log.read_text().splitlines() if log.exists() else []
@@ -136,18 +140,22 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
         "plan (attempt 1): agent working …",
         "plan (attempt 1): agent done, exit 0",
         "implement: implementing the stories",
+        "US-001 attempt 1, its tests call: agent working …",
+        "US-001 attempt 1, its tests call: agent done, exit 0",
+        f"{TESTS_RUN.format(n=1)}: running tests …",
+        f"{TESTS_RUN.format(n=1)}: tests: 1 test, 1 failing",
         "US-001 attempt 1: agent working …",
         "US-001 attempt 1: agent done, exit 0",
         "US-001 attempt 1: running tests …",
         "US-001 attempt 1: tests: 2 tests, 0 failing",
-        "US-001 attempt 1, its new tests on the parent (must fail): running tests …",
-        "US-001 attempt 1, its new tests on the parent (must fail): tests: 1 test, 1 failing",
+        "US-002 attempt 1, its tests call: agent working …",
+        "US-002 attempt 1, its tests call: agent done, exit 0",
+        f"{TESTS_RUN.format(n=2)}: running tests …",
+        f"{TESTS_RUN.format(n=2)}: tests: 1 test, 1 failing",
         "US-002 attempt 1: agent working …",
         "US-002 attempt 1: agent done, exit 0",
         "US-002 attempt 1: running tests …",
         "US-002 attempt 1: tests: 3 tests, 0 failing",
-        "US-002 attempt 1, its new tests on the parent (must fail): running tests …",
-        "US-002 attempt 1, its new tests on the parent (must fail): tests: 1 test, 1 failing",
         "verify: checking the final branch",
         # US-002's own run judged the head with the same checks: not run a second time.
         "verify (not run again: this commit was judged with these checks): tests: 3 tests, "
@@ -156,7 +164,9 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
     ]
     assert git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines() == [
         "feat: [US-002] - Feature 2",
+        "test: [US-002] - Feature 2",
         "feat: [US-001] - Feature 1",
+        "test: [US-001] - Feature 1",
     ]
     assert git(checkout, "symbolic-ref", "--short", "HEAD") == "main"
     assert git(checkout, "status", "--porcelain") == "?? notes.txt"
@@ -289,9 +299,13 @@ def test_a_run_killed_after_story_2_of_4_resumes_at_story_3_without_redoing_or_d
     made = calls(tmp_path)
     assert made.count("plan 1") == 1
     assert made.count("US-001 1") == 1 and made.count("US-002 1") == 1
-    assert made[-2:] == ["US-003 1", "US-004 1"]
+    # US-003's tests were frozen before the kill: only its implement call is made again.
+    assert made[-3:] == ["US-003 1", "US-004 1 tests", "US-004 1"]
+    assert made.count("US-003 1 tests") == 1
     subjects = git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines()[::-1]
-    assert subjects == [f"feat: [US-00{n}] - Feature {n}" for n in range(1, 5)]
+    assert subjects == [
+        f"{kind}: [US-00{n}] - Feature {n}" for n in range(1, 5) for kind in ("test", "feat")
+    ]
     result = json.loads((tmp_path / "work/runs/killed/verification-summary.json").read_text())
     assert result["stories"]["passed"] == 4 and result["ready"] is True
 
@@ -305,9 +319,10 @@ def test_literal_text_through_the_reqdrive_console_script(tmp_path: Path, checko
     argv = [str(reqdrive), "run", "Add feature one\n\nIt returns 1.", *argv[4:]]
     done = run_cli(checkout, argv)
     assert done.returncode == 0, done.stderr
-    assert git(checkout, "log", "--format=%s", "main..reqdrive/add-feature-one") == (
-        "feat: [US-001] - Feature 1"
-    )
+    assert git(checkout, "log", "--format=%s", "main..reqdrive/add-feature-one").splitlines() == [
+        "feat: [US-001] - Feature 1",
+        "test: [US-001] - Feature 1",
+    ]
     plan_prompt = (tmp_path / "work/runs/add-feature-one/iteration-plan-1.prompt.md").read_text()
     assert '<requirement source="text">\nAdd feature one\n\nIt returns 1.' in plan_prompt
 
@@ -335,7 +350,9 @@ def test_ctrl_c_stops_the_agent_and_exits_7(tmp_path: Path, checkout: Path, step
         scenario = scenario_file(tmp_path, {"plan": [hang]})
     else:
         scenario = scenario_file(
-            tmp_path, {"plan": [{"prd": prd(1)}], "stories": {"US-001": [hang]}}
+            # The story's first call (its tests call) hangs.
+            tmp_path,
+            {"plan": [{"prd": prd(1)}], "stories": {"US-001": [{"tests": hang}]}},
         )
     process = subprocess.Popen(
         command(tmp_path, scenario),

@@ -29,7 +29,11 @@ from tests.integration.test_pipeline import GITIGNORE, PYTEST, implement, prd, s
 pytestmark = pytest.mark.e2e
 REQDRIVE = Path(sys.executable).with_name("reqdrive")
 # The agent of a story wrecks its checkout's `.git`: the worker refuses to go on, the run fails.
-WRECK = {"run": ["sh", "-c", "rm .git && mkdir .git"]}
+# US-002's tests are frozen; its implement call then wrecks the worktree's git.
+WRECK = {
+    "tests": {"write": {"tests/test_feature_2.py": "def test_2():\n    assert False\n"}},
+    "implement": {"run": ["sh", "-c", "rm .git && mkdir .git"]},
+}
 
 
 @pytest.fixture
@@ -83,7 +87,10 @@ def test_a_new_run_after_a_failed_one_starts_from_the_base_and_keeps_the_earlier
     tmp_path: Path, checkout: Path
 ) -> None:
     earlier = failed_after_story_1(tmp_path, checkout)
-    assert git(checkout, "log", "--format=%s", f"main..{BRANCH}") == "feat: [US-001] - Feature 1"
+    assert git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines() == [
+        "feat: [US-001] - Feature 1",
+        "test: [US-001] - Feature 1",  # its frozen tests, before its code
+    ]
 
     scenario = {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}}
     done = run(tmp_path, checkout, scenario, "--run-id", "second")
@@ -94,8 +101,9 @@ def test_a_new_run_after_a_failed_one_starts_from_the_base_and_keeps_the_earlier
     assert git(checkout, "rev-parse", kept) == earlier  # nothing lost
     base = git(checkout, "rev-parse", "main")
     # The branch is the new run's alone, on the real base.
-    assert git(checkout, "rev-list", "--parents", "-n", "1", f"{BRANCH}~0").split()[1] == base
-    assert git(checkout, "rev-list", "--count", f"main..{BRANCH}") == "1"
+    # (its frozen tests, then its code)
+    assert git(checkout, "rev-list", "--parents", "-n", "1", f"{BRANCH}~1").split()[1] == base
+    assert git(checkout, "rev-list", "--count", f"main..{BRANCH}") == "2"
     body = (tmp_path / "work/runs/second/pr.md").read_text()
     assert f"at `{base[:12]}`" in body
     assert "Every test passed on the base commit" not in body
@@ -149,7 +157,9 @@ def test_continue_goes_on_from_the_earlier_runs_branch(tmp_path: Path, checkout:
     assert "kept as" not in done.stderr
     assert git(checkout, "log", "--format=%s", f"main..{BRANCH}").splitlines() == [
         "feat: [US-002] - Feature 2",
+        "test: [US-002] - Feature 2",
         "feat: [US-001] - Feature 1",
+        "test: [US-001] - Feature 1",
     ]
     assert git(checkout, "merge-base", "--is-ancestor", earlier, BRANCH) == ""
     # The stories were measured against the earlier head, and the body does not call it the base.
@@ -183,14 +193,17 @@ def test_discard_removes_branch_worktree_and_folder_and_the_next_run_starts_clea
     again = run(tmp_path, checkout, scenario)
     assert again.returncode == 0, again.stderr
     assert "kept as" not in again.stderr
-    assert git(checkout, "rev-list", "--count", f"main..{BRANCH}") == "1"
+    assert git(checkout, "rev-list", "--count", f"main..{BRANCH}") == "2"  # test:, then feat:
 
 
 def test_a_live_run_is_neither_discarded_nor_replaced(tmp_path: Path, checkout: Path) -> None:
     pids = tmp_path / "pids.txt"
     scenario = scenario_file(
         tmp_path,
-        {"plan": [{"prd": prd(1)}], "stories": {"US-001": [{"hang": 300, "pids_file": str(pids)}]}},
+        {
+            "plan": [{"prd": prd(1)}],
+            "stories": {"US-001": [{"tests": {"hang": 300, "pids_file": str(pids)}}]},
+        },
     )
     live = subprocess.Popen(
         command(tmp_path, scenario, "--run-id", "live"),

@@ -163,10 +163,20 @@ def test_a_killed_workers_run_is_resumed_by_another_worker_within_two_minutes(
             stop(second)
 
     assert took < TAKEOVER_LIMIT_S
-    assert project.calls() == ["plan 1", "US-001 1", "US-002 1", "US-002 1"]  # US-001 once
+    # US-001 once; US-002's tests were frozen before the crash: only its code is redone.
+    assert project.calls() == [
+        "plan 1",
+        *("US-001 1 tests", "US-001 1"),
+        *("US-002 1 tests", "US-002 1", "US-002 1"),
+    ]
     [pull] = gh.pulls_of(REPO)
     log = git(project.remote, "log", "--format=%s", f"main..{pull['head']['ref']}").splitlines()
-    assert log == ["feat: [US-002] - Feature 2", "feat: [US-001] - Feature 1"]
+    assert log == [
+        "feat: [US-002] - Feature 2",
+        "test: [US-002] - Feature 2",
+        "feat: [US-001] - Feature 1",
+        "test: [US-001] - Feature 1",
+    ]
     [comment] = [c for c in gh.comments_on(REPO, issue) if "reqdrive:progress" in c["body"]]
     assert "another worker resumed the run" in comment["body"]
     assert pull["draft"] is False
@@ -223,7 +233,11 @@ def test_rqs_retry_of_a_killed_run_leaves_it_to_the_sweeper_one_resume_no_reply(
         stop(worker)
 
     assert took < TAKEOVER_LIMIT_S
-    assert project.calls() == ["plan 1", "US-001 1", "US-002 1", "US-002 1"]  # one resume
+    assert project.calls() == [
+        "plan 1",
+        *("US-001 1 tests", "US-001 1"),
+        *("US-002 1 tests", "US-002 1", "US-002 1"),  # one resume, its frozen tests kept
+    ]
     assert job.return_value() == {
         "status": "left to the recovery sweeper",
         "run_id": job.get_meta()["run_id"],
@@ -238,4 +252,9 @@ def test_rqs_retry_of_a_killed_run_leaves_it_to_the_sweeper_one_resume_no_reply(
     assert "another worker resumed the run" in progress
     [pull] = gh.pulls_of(REPO)
     log = git(project.remote, "log", "--format=%s", f"main..{pull['head']['ref']}").splitlines()
-    assert log == ["feat: [US-002] - Feature 2", "feat: [US-001] - Feature 1"]
+    assert log == [
+        "feat: [US-002] - Feature 2",
+        "test: [US-002] - Feature 2",
+        "feat: [US-001] - Feature 1",
+        "test: [US-001] - Feature 1",
+    ]

@@ -343,7 +343,8 @@ def test_cancel_during_a_run_stops_the_agent_and_leaves_a_draft(scene: Scene) ->
             "plan": [{"prd": prd(2)}],
             "stories": {
                 "US-001": [implement(1)],
-                "US-002": [{"hang": 120, "pids_file": str(pids)}],
+                # Its tests call hangs (tests first): the cancel stops it there.
+                "US-002": [{"tests": {"hang": 120, "pids_file": str(pids)}}],
             },
         }
     )
@@ -411,7 +412,7 @@ def test_an_edit_pushed_while_the_run_runs_is_run_again_on_the_new_text(scene: S
     assert scene.conn.get(rerun_key(job_id)) is None
     # The old text's run stopped before its first story (the newer text was already waiting)
     # and ended neutral, superseded; the new text's run built the story.
-    assert scene.project.calls() == ["plan 1", "plan 1", "US-001 1"]
+    assert scene.project.calls() == ["plan 1", "plan 1", "US-001 1 tests", "US-001 1"]
     conclusions = [r["conclusion"] for r in gh.check_runs_of(REPO)]
     assert "neutral" in conclusions and conclusions[-1] == "success"
 

@@ -17,7 +17,7 @@ from bot.ops.settings import load_settings
 from bot.requests import JobKind
 from bot.stores.spend import SpendStore
 from tests.integration.test_jobs import REPO, Scene, progress_comments
-from tests.integration.test_pipeline import git, implement, prd, project_factory
+from tests.integration.test_pipeline import ONE_CALL, git, implement, prd, project_factory
 from tests.support.github_http import API, FakeGitHub, private_key_pem
 
 PRICED_CLAUDE = Path(__file__).resolve().parents[1] / "support/fake_agents/priced_claude.py"
@@ -36,7 +36,8 @@ def budget_scene(
 ) -> Scene:
     """test_jobs' scene with the `claude` runner: a `claude` on PATH runs the scripted agent
     and ends with a result line reporting COST_PER_CALL."""
-    project = project_factory(tmp_path)(
+    # Budgets are counted per agent call: one per story attempt here (tests: together).
+    project = project_factory(tmp_path, ONE_CALL)(
         config={"agent": {"runner": "claude", "timeout": 60}, **config}
     )
     scenario = tmp_path / "scenario.json"

@@ -85,7 +85,8 @@ def test_closing_a_pull_request_while_its_run_runs_stops_it_and_its_worker_remov
             "plan": [{"prd": prd(2)}],
             "stories": {
                 "US-001": [implement(1)],
-                "US-002": [{"hang": 120, "pids_file": str(pids)}],
+                # Its tests call hangs (tests first) until the pull request closes.
+                "US-002": [{"tests": {"hang": 120, "pids_file": str(pids)}}],
             },
         }
     )
@@ -122,9 +123,10 @@ def test_closing_a_pull_request_while_its_run_runs_stops_it_and_its_worker_remov
     assert not worktree.exists()
     assert not scene.records().alive(record.run_id)
     # US-001 stays pushed.
-    assert git(scene.remote, "log", "--format=%s", f"main..{record.branch}") == (
-        "feat: [US-001] - Feature 1"
-    )
+    assert git(scene.remote, "log", "--format=%s", f"main..{record.branch}").splitlines() == [
+        "feat: [US-001] - Feature 1",
+        "test: [US-001] - Feature 1",
+    ]
 
 
 def test_an_uninstall_drops_every_run_of_the_installation_and_its_spend(

@@ -46,6 +46,17 @@ def story(n: int, priority: int | None = None) -> dict[str, Any]:
     }
 
 
+def story_commits(*numbers: int) -> list[str]:
+    """The branch's commits for these stories, oldest first: each story's frozen tests, then
+    its code (tests: first, the default)."""
+    return [f"{kind}: [US-00{n}] - Feature {n}" for n in numbers for kind in ("test", "feat")]
+
+
+def story_calls(*numbers: int, attempt: int = 1) -> list[str]:
+    """The agent calls of these stories' attempts: its tests call, then its implement call."""
+    return [call for n in numbers for call in (f"US-00{n} {attempt} tests", f"US-00{n} {attempt}")]
+
+
 def prd(count: int) -> dict[str, Any]:
     return {
         "version": "1",
@@ -137,8 +148,14 @@ class Project:
 MakeProject = Callable[..., Project]
 
 
-def project_factory(tmp_path: Path) -> MakeProject:
-    """Builds a project (source repo, bare remote, work dir) with config and extra files."""
+# The config of a suite whose stories are one agent call each (tests: together): what
+# single-call mechanics (collectors' verdicts, budgets per call, re-run counts) are tested on.
+ONE_CALL = {"tests": "together"}
+
+
+def project_factory(tmp_path: Path, defaults: dict[str, Any] | None = None) -> MakeProject:
+    """Builds a project (source repo, bare remote, work dir) with config and extra files;
+    `defaults` go under each project's own config."""
 
     def make(
         config: dict[str, Any] | None = None, files: dict[str, str | None] | None = None
@@ -146,7 +163,12 @@ def project_factory(tmp_path: Path) -> MakeProject:
         source = tmp_path / "source"
         source.mkdir()
         git(source, "init", "-q", "-b", "main")
-        settings = {"testCommand": PYTEST, "agent": {"timeout": 60}, **(config or {})}
+        settings = {
+            "testCommand": PYTEST,
+            "agent": {"timeout": 60},
+            **(defaults or {}),
+            **(config or {}),
+        }
         content = {
             ".gitignore": GITIGNORE,
             ".github/reqdrive.yml": yaml.safe_dump(settings),
@@ -192,9 +214,13 @@ def test_all_stories_pass_with_one_commit_each_every_gate_green_and_ready(
     result = project.run(scenario)
 
     assert [s.state for s in result.stories] == [StoryState.PASSED] * 3
+    # Each story's tests first (frozen), then its code (tests: first, the default).
     assert project.branch_log() == [
+        "test: [US-001] - Feature 1",
         "feat: [US-001] - Feature 1",
+        "test: [US-002] - Feature 2",
         "feat: [US-002] - Feature 2",
+        "test: [US-003] - Feature 3",
         "feat: [US-003] - Feature 3",
     ]
     assert result.ready and result.draft_reason is None
@@ -220,7 +246,12 @@ def test_all_stories_pass_with_one_commit_each_every_gate_green_and_ready(
     assert "**Ready for review**" in (run_dir / "pr.md").read_text()
     stored = json.loads((run_dir / "prd.json").read_text())
     assert [(s["passes"], s["attempts"]) for s in stored["userStories"]] == [(True, 1)] * 3
-    assert project.calls() == ["plan 1", "US-001 1", "US-002 1", "US-003 1"]
+    assert project.calls() == [
+        "plan 1",
+        *("US-001 1 tests", "US-001 1"),
+        *("US-002 1 tests", "US-002 1"),
+        *("US-003 1 tests", "US-003 1"),
+    ]
 
 
 def test_a_story_failing_once_is_retried_with_the_failing_test_output_in_its_prompt(
@@ -250,7 +281,14 @@ def test_a_story_failing_once_is_retried_with_the_failing_test_output_in_its_pro
     assert "Why the previous attempt failed" in retry_prompt
     assert "assert -1 == 1" in retry_prompt and "test_feature_1" in retry_prompt
     # The failed attempt's commit is gone from the branch; its diff is kept beside the run.
-    assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-002] - Feature 2"]
+    # Its frozen tests stayed: the retry was only the implement call.
+    assert project.branch_log() == [
+        "test: [US-001] - Feature 1",
+        "feat: [US-001] - Feature 1",
+        "test: [US-002] - Feature 2",
+        "feat: [US-002] - Feature 2",
+    ]
+    assert project.calls()[1:4] == ["US-001 1 tests", "US-001 1", "US-001 2"]
     assert "return -1" in (run_dir / "iteration-1.patch").read_text()
     assert result.ready
 
@@ -279,7 +317,7 @@ def test_a_story_that_never_passes_stops_at_max_story_retries_and_leaves_a_draft
     assert not result.ready
     assert result.draft_reason == "1 of 2 stories did not pass: US-001 (failed)"
     assert result.stop_reason is StopReason.STORIES_SETTLED
-    assert project.branch_log() == ["feat: [US-002] - Feature 2"]
+    assert project.branch_log() == ["test: [US-002] - Feature 2", "feat: [US-002] - Feature 2"]
     stored = json.loads((project.run_dir() / "prd.json").read_text())
     assert stored["userStories"][0]["passes"] is False
     body = (project.run_dir() / "pr.md").read_text()
@@ -297,22 +335,30 @@ def test_a_run_superseded_by_a_newer_text_stops_after_the_story_it_is_on(
     superseded = lambda: project.calls() != ["plan 1"]  # noqa: E731
     result = project.run(scenario, superseded=superseded)
 
-    assert project.calls() == ["plan 1", "US-001 1"]
+    assert project.calls() == ["plan 1", "US-001 1 tests", "US-001 1"]
     first, second = result.stories
     assert first.state is StoryState.PASSED and second.state is StoryState.PENDING
     assert result.stop_reason is StopReason.SUPERSEDED and not result.ready
     assert result.draft_reason == "the requirement was edited, so it runs again on the new text"
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+    assert project.branch_log() == ["test: [US-001] - Feature 1", "feat: [US-001] - Feature 1"]
 
 
+@pytest.mark.parametrize(
+    ("tests", "outcome", "reason"),
+    [
+        ("together", AttemptOutcome.NO_CHANGES, "no changes"),
+        # Tests first: the tests call already changed nothing, so no code call is made.
+        ("first", AttemptOutcome.TESTS_REFUSED, "the tests call wrote no test for the story"),
+    ],
+)
 def test_an_attempt_that_changes_nothing_fails_with_reason_no_changes(
-    make_project: MakeProject,
+    make_project: MakeProject, tests: str, outcome: AttemptOutcome, reason: str
 ) -> None:
-    project = make_project({"maxStoryRetries": 1})
+    project = make_project({"maxStoryRetries": 1, "tests": tests})
     scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [{}]}})
     result = project.run(scenario)
     attempt = result.stories[0].attempts[0]
-    assert (attempt.outcome, attempt.reason) == (AttemptOutcome.NO_CHANGES, "no changes")
+    assert (attempt.outcome, attempt.reason) == (outcome, reason)
     assert result.stories[0].state is StoryState.FAILED and not result.ready
 
 
@@ -365,7 +411,12 @@ def test_writes_to_forbidden_paths_are_reverted_recorded_and_not_committed(
     assert git(project.remote, "show", f"{branch}:docs/requirements/REQ-001-demo.md").startswith(
         "# REQ-001"
     )
-    assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-002] - Feature 2"]
+    assert project.branch_log() == [
+        "test: [US-001] - Feature 1",
+        "feat: [US-001] - Feature 1",
+        "test: [US-002] - Feature 2",
+        "feat: [US-002] - Feature 2",
+    ]
     assert (
         "reverted forbidden writes: .github/reqdrive.yml, .github/workflows/"
         in (project.run_dir() / "progress.txt").read_text()
@@ -413,7 +464,7 @@ def test_planning_that_commits_is_reverted_too(make_project: MakeProject) -> Non
     )
     result = project.run(scenario)
     assert result.ready
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+    assert project.branch_log() == ["test: [US-001] - Feature 1", "feat: [US-001] - Feature 1"]
 
 
 def test_caches_planning_leaves_behind_are_removed_without_failing_the_attempt(
@@ -432,7 +483,7 @@ def test_caches_planning_leaves_behind_are_removed_without_failing_the_attempt(
     )
     result = project.run(scenario)
 
-    assert project.calls() == ["plan 1", "US-001 1"]
+    assert project.calls() == ["plan 1", "US-001 1 tests", "US-001 1"]
     assert "planning attempt 1 failed" not in (project.run_dir() / "progress.txt").read_text()
     assert result.ready
     seen = listing.read_text().splitlines()

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, implement, prd, project_factory
+from tests.integration.test_pipeline import (
+    MakeProject,
+    implement,
+    prd,
+    project_factory,
+    story_commits,
+)
 from worker.model.state import AttemptOutcome, StoryState
 
 
@@ -52,7 +58,7 @@ def test_a_change_the_workers_git_refuses_is_a_failed_attempt_and_the_run_goes_o
     # The worktree was clean again for the next attempt, which passed on its own change only.
     assert second.outcome is AttemptOutcome.PASSED
     assert story.state is StoryState.PASSED
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+    assert project.branch_log() == story_commits(1)
     files = project.branch_files()
     assert ".gitmodules" not in files and not any(f.startswith("sub") for f in files)
     assert not marker.exists()

@@ -16,6 +16,7 @@ from tests.integration.test_pipeline import (
     implement,
     prd,
     project_factory,
+    story_commits,
 )
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StopReason, StoryRecord, StoryState
@@ -42,8 +43,11 @@ def module(**returns: str) -> dict[str, Any]:
 
 def red_project(make_project: MakeProject, *, junit: bool) -> Project:
     command = JUNIT_TESTS if junit else JUNIT_TESTS.split(" --junitxml")[0]
+    # Its plans give the stories none of the failing tests and the stories write none: one
+    # call each (tests first would refuse a story that freezes no test).
+    gate = {"name": "tests", "command": command, "junit": junit}
     return make_project(
-        {"testCommand": None, "gates": [{"name": "tests", "command": command, "junit": junit}]},
+        {"testCommand": None, "gates": [gate], "tests": "together"},
         files={"tests/test_req.py": REQ_TESTS},
     )
 
@@ -315,4 +319,4 @@ def test_an_edited_requirements_run_on_the_earlier_runs_branch_judges_only_its_o
         "baseline on the branch head: tests passes"
         in (project.run_dir("run-2") / "progress.txt").read_text()
     )
-    assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-001] - Feature 1"]
+    assert project.branch_log() == story_commits(1, 1)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import (
+    ONE_CALL,
     MakeProject,
     Project,
     git,
@@ -36,7 +37,8 @@ BRANCH = "reqdrive/req-001-demo"
 
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
-    return project_factory(tmp_path)
+    # Budgets are counted per agent call: one per story attempt here (tests: together).
+    return project_factory(tmp_path, ONE_CALL)
 
 
 class ReportingRunner:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, Project, project_factory
+from tests.integration.test_pipeline import ONE_CALL, MakeProject, Project, project_factory
 from tests.support.js_runners import install_runner
 from worker.model.state import AttemptOutcome, RunResult, StoryState
 
@@ -22,7 +22,9 @@ PYTEST = "python -m pytest -q -p no:cacheprovider"
 
 @pytest.fixture
 def make_project(tmp_path: Path) -> MakeProject:
-    return project_factory(tmp_path)
+    # The collectors' verdicts on one call writing tests and code (tests first is
+    # tests/integration/test_frozen_tests.py's).
+    return project_factory(tmp_path, ONE_CALL)
 
 
 def story(n: int, name: str, tests: list[str]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_pipeline import (
+    ONE_CALL,
     PYTEST,
     MakeProject,
     Project,
@@ -61,8 +62,9 @@ def test_a_flaky_test_does_not_fail_the_story_and_is_shown_as_flaky(
     make_project: MakeProject, tmp_path: Path
 ) -> None:
     # One attempt per story: a flaky failure held against the story would end it failed.
+    # Its check runs are counted (baseline, then the story's): one call per story.
     project = make_project(
-        {"maxStoryRetries": 1},
+        {"maxStoryRetries": 1, **ONE_CALL},
         files={"tests/test_clock.py": FLAKY_TEST.format(count=str(tmp_path / "clock.count"))},
     )
     # The baseline runs it first (passes); the story's own run is the second (fails).

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, Project, implement, prd
+from tests.integration.test_pipeline import MakeProject, Project, implement, prd, story_commits
 from tests.integration.test_pipeline import make_project as make_project
 from tests.support.git_http import GitHttpServer
 from worker.git.runner import GitCredentials
@@ -72,10 +72,7 @@ def test_every_push_uses_a_new_token_and_no_token_is_kept_anywhere(
     # One token for the first fetch, one for each story's push; an old token would be refused.
     assert len(tokens.issued) == 3
     assert http.refused == []
-    assert project.branch_log() == [
-        "feat: [US-001] - Feature 1",
-        "feat: [US-002] - Feature 2",
-    ]
+    assert project.branch_log() == story_commits(1, 2)
     for token in tokens.issued:
         assert pipeline.redactor.redact(f"said {token}") != f"said {token}"
         assert token not in caplog.text

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_pipeline import MakeProject, git, implement, prd, project_factory
+from tests.integration.test_pipeline import (
+    MakeProject,
+    git,
+    implement,
+    prd,
+    project_factory,
+    story_commits,
+)
 from worker.model.state import AttemptOutcome, StoryState
 
 
@@ -71,7 +78,7 @@ def test_config_the_agent_plants_never_runs_in_the_workers_git(
 
     assert not marker.exists(), marker.read_text()
     assert result.stories[0].state is StoryState.PASSED
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+    assert project.branch_log() == story_commits(1)
     # The commit went out as the worker made it: unsigned, by reqdrive.
     raw = git(project.remote, "cat-file", "commit", "reqdrive/req-001-demo")
     assert "gpgsig" not in raw and "committer reqdrive" in raw
@@ -113,7 +120,7 @@ def test_a_git_file_pointed_elsewhere_never_redirects_a_commit_or_push(
     result = project.run(scenario)
 
     assert result.stories[0].state is StoryState.PASSED
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+    assert project.branch_log() == story_commits(1)
     after = {
         "log": git(other, "log", "--all", "--format=%H %s"),
         "head": git(other, "symbolic-ref", "HEAD"),
@@ -138,5 +145,5 @@ def test_a_checkout_whose_branch_the_agent_switched_is_put_back_before_the_commi
     result = project.run(scenario)
 
     assert result.stories[0].attempts[0].outcome is AttemptOutcome.PASSED
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+    assert project.branch_log() == story_commits(1)
     assert "elsewhere" not in git(project.remote, "branch", "--list")

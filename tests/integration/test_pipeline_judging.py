@@ -214,8 +214,11 @@ def one_story_prd() -> dict[str, Any]:
     return {"project": "Feature", "userStories": [story(1, "value", [])]}
 
 
-def test_a_test_that_passes_without_the_change_proves_nothing(make_project: MakeProject) -> None:
-    project = make_project()
+@pytest.mark.parametrize("tests", ["together", "first"])
+def test_a_test_that_passes_without_the_change_proves_nothing(
+    make_project: MakeProject, tests: str
+) -> None:
+    project = make_project({"tests": tests})
     result = run(
         project,
         {
@@ -231,10 +234,18 @@ def test_a_test_that_passes_without_the_change_proves_nothing(make_project: Make
 
     [record] = result.stories
     first, second = record.attempts
-    assert first.outcome is AttemptOutcome.GATES_FAILED
-    assert "tests.test_feature::test_value passes without the story's change too" in first.reason
-    [added] = [c for c in first.tests if c.added]
-    assert (added.before, added.at_parent, added.after) == ("missing", "passed", "passed")
+    if tests == "first":  # refused by its tests call, before any code was written
+        assert first.outcome is AttemptOutcome.TESTS_REFUSED
+        said = (
+            "tests.test_feature::test_value passes without the story's code, so it proves nothing"
+        )
+        assert said in first.reason
+    else:
+        assert first.outcome is AttemptOutcome.GATES_FAILED
+        said = "tests.test_feature::test_value passes without the story's change too"
+        assert said in first.reason
+        [added] = [c for c in first.tests if c.added]
+        assert (added.before, added.at_parent, added.after) == ("missing", "passed", "passed")
     assert second.outcome is AttemptOutcome.PASSED
     [added] = [c for c in second.tests if c.added]
     assert (added.at_parent, added.after) == ("failed", "passed")
@@ -271,7 +282,9 @@ def test_a_test_that_passes_without_the_change_proves_nothing(make_project: Make
 def test_a_story_that_weakens_a_passing_test_is_not_passed_and_the_pr_says_so(
     make_project: MakeProject, weakening: dict[str, Any], problem: str
 ) -> None:
-    project = make_project({"maxStoryRetries": 1})
+    # One call writing tests and code: the checks on rewritten and missing tests (with tests
+    # first, such a change is refused or reverted instead: tests/integration/test_frozen_tests.py).
+    project = make_project({"maxStoryRetries": 1, "tests": "together"})
     steps = {"write": {**FEATURE, **REAL_TEST, **weakening.get("write", {})}}
     steps |= {k: v for k, v in weakening.items() if k != "write"}
     result = run(project, {"plan": [{"prd": one_story_prd()}], "stories": {"US-001": [steps]}})

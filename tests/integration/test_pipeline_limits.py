@@ -58,7 +58,9 @@ def test_a_fork_bomb_fails_its_attempt_and_the_run_goes_on(
     result = run(project, agent_io, limited, data, limits=ResourceLimits(pids=64))
 
     first, second = result.stories[0].attempts
-    assert first.outcome is AttemptOutcome.GATES_FAILED  # its test, without the code it needs
+    # Its test was frozen by its tests call; the implement call's bomb wrote no code.
+    assert first.outcome is AttemptOutcome.NO_CHANGES
+    assert first.reason.startswith("no changes: its frozen tests fail without the story's code")
     log = next(project.run_dir().glob("iteration-1.log")).read_text()
     assert "fork refused" in log
     assert second.outcome is AttemptOutcome.PASSED

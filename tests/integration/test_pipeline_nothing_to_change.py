@@ -37,7 +37,8 @@ def test_a_retried_passed_story_with_nothing_to_change_stays_passed_and_the_pr_r
     scenario.write_text(json.dumps(data))
     again = project.run(scenario, retry=("US-002",))
 
-    assert project.calls()[calls_before:] == ["US-002 1"]  # one agent call, no retries spent
+    # Its tests call and its implement call, both changing nothing; no retries spent.
+    assert project.calls()[calls_before:] == ["US-002 1 tests", "US-002 1"]
     retried = again.stories[1]
     assert retried.state is StoryState.PASSED
     [attempt] = retried.attempts
@@ -50,7 +51,9 @@ def test_a_retried_passed_story_with_nothing_to_change_stays_passed_and_the_pr_r
     assert "| US-002 | Feature 2 | passed (nothing to change) |" in body
     assert "did not pass" not in body and "not judged yet" not in body
     assert "US-002 attempt 1 passed (nothing to change)" in project.console.getvalue()
-    assert project.branch_log() == [f"feat: [US-00{n}] - Feature {n}" for n in (1, 2, 3)]
+    assert project.branch_log() == [
+        f"{kind}: [US-00{n}] - Feature {n}" for n in (1, 2, 3) for kind in ("test", "feat")
+    ]
 
 
 def test_a_story_claiming_only_tests_that_pass_at_the_base_is_not_passed_for_changing_nothing(
@@ -70,7 +73,8 @@ def test_a_story_claiming_only_tests_that_pass_at_the_base_is_not_passed_for_cha
     add, sub, mul = result.stories
     assert (sub.state, mul.state) == (StoryState.PASSED, StoryState.PASSED)
     assert add.state is StoryState.FAILED
-    assert {a.outcome for a in add.attempts} == {AttemptOutcome.NO_CHANGES}
+    # Tests first: refused at its tests call, which wrote no test (no code call is made).
+    assert {a.outcome for a in add.attempts} == {AttemptOutcome.TESTS_REFUSED}
     assert "its tests passed before the story: nothing shows it done" in add.attempts[0].reason
     assert not result.ready
     assert "passed (nothing to change)" not in pr_body(project)

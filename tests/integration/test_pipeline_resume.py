@@ -22,6 +22,7 @@ from tests.integration.test_pipeline import (
     implement,
     prd,
     project_factory,
+    story_commits,
 )
 from tests.support.processes import running
 from worker.agents.base import AgentCall, AgentOutcome, AgentSettings
@@ -91,9 +92,10 @@ def test_the_budget_stops_the_loop_once_the_agents_reported_cost_reaches_it(
         runner=runner,
     )
     result = pipeline.run()
-    # plan 0.4, US-001 0.8, US-002 1.2: spent, so US-003 is never started.
+    # Each call costs 0.4: plan 0.4, then US-001's tests call 0.8 and its implement call 1.2:
+    # spent, so US-002 is never started.
     assert result.stop_reason is StopReason.BUDGET_SPENT
-    assert project.calls() == ["plan 1", "US-001 1", "US-002 1"]
+    assert project.calls() == ["plan 1", "US-001 1 tests", "US-001 1"]
     assert result.cost_usd == pytest.approx(1.2)
     assert "$1.20" in (project.run_dir() / "pr.md").read_text()
 
@@ -108,7 +110,7 @@ def test_a_resumed_run_pushes_the_checkpointed_commit_an_interrupted_push_missed
     git(project.remote, "update-ref", f"refs/heads/{BRANCH}", first.base_sha)
     second = project.run(scenario)
     assert git(project.remote, "rev-parse", BRANCH) == first.head_sha == second.head_sha
-    assert project.calls() == ["plan 1", "US-001 1"]  # nothing re-done
+    assert project.calls() == ["plan 1", "US-001 1 tests", "US-001 1"]  # nothing re-done
 
 
 def test_resuming_refuses_a_branch_that_was_changed_outside_the_run(
@@ -146,9 +148,9 @@ def test_a_checkpoint_in_redis_resumes_without_redoing_passed_stories(
     assert redis_conn.ttl("reqdrive:checkpoint:run-1") > 0
 
     again = Pipeline(spec, reporter=ConsoleReporter(io.StringIO()), checkpoints=store).run()
-    assert project.calls().count("plan 1") == 1 and len(project.calls()) == 5
+    assert project.calls().count("plan 1") == 1 and len(project.calls()) == 9
     assert again.head_sha == first.head_sha and again.ready
-    assert len(project.branch_log()) == 4
+    assert len(project.branch_log()) == 8  # each story's frozen tests, then its code
 
 
 def test_cancelling_stops_before_the_next_story_and_leaves_a_draft(
@@ -174,8 +176,8 @@ def test_cancelling_stops_before_the_next_story_and_leaves_a_draft(
     )
     result = pipeline.run()
     assert result.stop_reason is StopReason.CANCELLED
-    assert project.calls() == ["plan 1", "US-001 1"]
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"]
+    assert project.calls() == ["plan 1", "US-001 1 tests", "US-001 1"]
+    assert project.branch_log() == story_commits(1)
     assert (result.ready, result.draft_reason) == (False, "the run was cancelled")
 
 
@@ -209,8 +211,8 @@ def test_a_changed_requirement_needs_a_new_run_which_builds_on_the_same_branch(
     five = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(5)]}})
     second = project.run(five, requirement=changed, run_id="run-2")
     # The finished run gave the branch up; the new run starts from where it ended.
-    assert project.branch_log() == ["feat: [US-001] - Feature 1"] * 2
-    assert git(project.remote, "rev-parse", f"{BRANCH}~1") == first.head_sha
+    assert project.branch_log() == story_commits(1) * 2
+    assert git(project.remote, "rev-parse", f"{BRANCH}~2") == first.head_sha
     assert git(project.remote, "rev-parse", BRANCH) == second.head_sha
 
 
@@ -243,7 +245,19 @@ def test_cancelling_mid_agent_stops_it_and_the_attempt_is_not_counted(
             "plan": [{"prd": prd(2)}],
             "stories": {
                 "US-001": [implement(1)],
-                "US-002": [{"write": {"partial.py": "x\n"}, "hang": 300, "pids_file": str(pids)}],
+                # Its tests are frozen; its implement call hangs until cancelled.
+                "US-002": [
+                    {
+                        "tests": {
+                            "write": {"tests/test_feature_2.py": "def test_2():\n    1 / 0\n"}
+                        },
+                        "implement": {
+                            "write": {"partial.py": "x\n"},
+                            "hang": 300,
+                            "pids_file": str(pids),
+                        },
+                    }
+                ],
             },
         }
     )
@@ -297,7 +311,7 @@ def test_a_forged_checkpoint_claiming_every_story_passed_is_checked_against_the_
     second = project.run(scenario)
 
     assert project.calls()[-1] == "US-002 1"  # the claim was not believed: US-002 ran
-    assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-002] - Feature 2"]
+    assert project.branch_log() == story_commits(1, 2)
     assert [s.state for s in second.stories] == [StoryState.PASSED] * 2
     assert "holds no commit for them" in (project.run_dir() / "progress.txt").read_text()
     body = git(project.remote, "log", "-1", "--format=%B", BRANCH)

@@ -49,7 +49,8 @@ def test_retrying_a_failed_story_runs_only_it_and_keeps_the_branch(
     scenario.write_text(json.dumps(data))
     again = project.run(scenario, retry=("US-002",))
 
-    assert project.calls()[calls_before:] == ["US-002 1"]
+    # Its frozen tests were frozen on the branch as it was then: they are written again.
+    assert project.calls()[calls_before:] == ["US-002 1 tests", "US-002 1"]
     assert again.ready and again.stop_reason is StopReason.ALL_STORIES_PASSED
     after = {s.id: s for s in checkpoint(project).stories}
     assert after["US-001"] == before["US-001"] and after["US-003"] == before["US-003"]
@@ -57,8 +58,11 @@ def test_retrying_a_failed_story_runs_only_it_and_keeps_the_branch(
     assert [a.attempt for a in retried.attempts] == [1] and retried.state is StoryState.PASSED
     assert retried.earlier_attempts == before["US-002"].attempts  # history kept, not counted
     assert project.branch_log() == [
+        "test: [US-001] - Feature 1",
         "feat: [US-001] - Feature 1",
+        "test: [US-003] - Feature 3",
         "feat: [US-003] - Feature 3",
+        "test: [US-002] - Feature 2",
         "feat: [US-002] - Feature 2",
     ]
     assert "retry: US-002 pending again" in (project.run_dir() / "progress.txt").read_text()
@@ -71,7 +75,7 @@ def test_retry_of_every_failed_story_leaves_the_passed_ones(make_project: MakePr
     project.run(scenario)
     calls_before = len(project.calls())
     project.run(scenario, retry_failed=True)  # still wrong: one more attempt, failed again
-    assert project.calls()[calls_before:] == ["US-002 1"]
+    assert project.calls()[calls_before:] == ["US-002 1 tests", "US-002 1"]
     assert checkpoint(project).story("US-002").state is StoryState.FAILED
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,10 @@ def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
 
 
+def frozen_part(steps: dict[str, Any]) -> dict[str, str]:
+    return {k: v for k, v in steps["write"].items() if k.startswith("tests/")}
+
+
 def test_a_hanging_agent_is_killed_at_the_timeout_with_its_setsid_child(
     make_project: MakeProject,
 ) -> None:
@@ -42,9 +47,13 @@ def test_a_hanging_agent_is_killed_at_the_timeout_with_its_setsid_child(
             "stories": {
                 "US-001": [
                     {
-                        "hang": 300,
-                        "pids_file": str(pids_file),
-                        "write": {"half_done.py": "x = 1\n"},
+                        # Its tests are frozen; the implement call hangs.
+                        "tests": {"write": frozen_part(implement(1))},
+                        "implement": {
+                            "hang": 300,
+                            "pids_file": str(pids_file),
+                            "write": {"half_done.py": "x = 1\n"},
+                        },
                     },
                     implement(1),
                 ]

@@ -19,6 +19,7 @@ from tests.integration.test_pipeline import (
     implement,
     prd,
     project_factory,
+    story_commits,
 )
 from worker.confine.sandbox import Sandbox, SandboxMode, SandboxNetwork, make_sandbox
 from worker.model.state import RunResult, StoryState
@@ -55,7 +56,7 @@ def test_a_run_in_the_sandbox_plans_commits_and_passes_every_story(
     result = run(project, agent_io, sandbox, data)
 
     assert [s.state for s in result.stories] == [StoryState.PASSED] * 2
-    assert project.branch_log() == ["feat: [US-001] - Feature 1", "feat: [US-002] - Feature 2"]
+    assert project.branch_log() == story_commits(1, 2)
     assert result.ready
     # The agent's commit never reached the mirror: only the worker's are in the repository.
     mirror = next((project.work_dir / "cache" / "mirrors").glob("*.git"))

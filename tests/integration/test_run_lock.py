@@ -59,7 +59,7 @@ def test_a_second_pipeline_for_the_same_requirement_is_refused_while_the_first_r
         pipeline("run-2").run()
     first.join()
     assert results and results[0].ready
-    assert project.calls() == ["plan 1", "US-001 1"]
+    assert project.calls() == ["plan 1", "US-001 1 tests", "US-001 1"]
     assert not redis_conn.exists(KEY)  # released at the end
 
 

@@ -52,13 +52,18 @@ def shop(
     plan: dict[str, Any] | None = None,
     title: str = "Features",
     installation: int = 1,
+    tests: str = "together",
 ) -> Scene:
     """`repo` on the double (a project whose tests pass, with a reqdrive config), an issue
     asking for two features, `alice` with `role`, and a scripted agent planning two stories
-    (or `plan`) and building them (or doing `stories`)."""
+    (or `plan`) and building them (or doing `stories`).
+
+    `tests`: the repository's `tests` mode. The deployed scenes are about the App's flows
+    (pushes, retries, crashes, two repositories), so they make one agent call per story
+    unless a scene asks for tests first (test_deployed.py's happy path does)."""
     name = repo.replace("/", "-")
     source = tmp_path / f"{name}-source"
-    _project(source)
+    _project(source, tests)
     double.add_repository(repo, source, installation=installation)
     config = (source / ".github/reqdrive.yml").read_text()
     double.set_file(repo, "main", ".github/reqdrive.yml", config)
@@ -78,8 +83,12 @@ def shop(
     return Scene(repo, issue, agent_dir, command)
 
 
-def _project(source: Path) -> None:
-    settings = {"testCommand": PYTEST, "agent": {"runner": "command", "timeout": 120}}
+def _project(source: Path, tests: str) -> None:
+    settings = {
+        "testCommand": PYTEST,
+        "tests": tests,
+        "agent": {"runner": "command", "timeout": 120},
+    }
     files = {
         ".gitignore": GITIGNORE,
         ".github/reqdrive.yml": yaml.safe_dump(settings),

@@ -5,8 +5,8 @@ Started by the `command` runner, e.g.
     python tests/support/scripted_agent.py --scenario S.json \
         --prompt {prompt_file} --run-dir {run_dir}
 
-It is stateless like a real agent: the story and attempt come from the prompt ("Story ID:",
-"Attempt:", "Planning attempt:"). The scenario (JSON):
+It is stateless like a real agent: the story, attempt and phase come from the prompt ("Story
+ID:", "Attempt:", "Phase:", "Planning attempt:"). The scenario (JSON):
 
     {"plan": [{...attempt 1...}, {...attempt 2...}],      # the last entry repeats
      "stories": {"US-001": [{...attempt 1...}, ...]},     # the last entry repeats
@@ -20,6 +20,16 @@ write {path: text}, delete [paths], run (argv, in the worktree), list_files (a f
 the worktree's file list to, ignored files included), prd (object, planning: written as
 run_dir/prd.json) or prd_raw (text), claim_passes, commit (message), hang (seconds; also
 starts a `setsid` child; pids go to pids_file), exit_code.
+
+Phases (`tests: first`, the default, makes two calls per story attempt: "Phase: tests", then
+"Phase: implement"; `tests: together` makes one, "Phase: together"). A story's attempt entry
+may name its steps per phase, `{"tests": {steps}, "implement": {steps}}` (a phase it leaves
+out does nothing). A plain entry is split between the two calls: the tests call performs
+only its `write`s and `delete`s of test-side paths (TEST_PATH_RE: under a tests/, test/ or
+__tests__/ folder, test_*.py, *_test.py, conftest.py, *.test.*, *.spec.*, *_test.go); the
+implement call performs everything else (every other step, and the other writes and
+deletes). In "together" (or with no Phase line) it performs the whole entry, as before. The
+call's label (calls_log, and the first line it prints) ends in " tests" for a tests call.
 """
 
 from __future__ import annotations
@@ -37,6 +47,12 @@ from typing import Any
 STORY_RE = re.compile(r"^Story ID: (\S+)$", re.MULTILINE)
 ATTEMPT_RE = re.compile(r"^Attempt: (\d+)", re.MULTILINE)
 PLAN_ATTEMPT_RE = re.compile(r"^Planning attempt: (\d+)", re.MULTILINE)
+PHASE_RE = re.compile(r"^Phase: (\w+)", re.MULTILINE)
+TEST_PATH_RE = re.compile(
+    r"(^|/)(tests?|__tests__)/|(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$"
+    r"|\.(test|spec)\.[^/]+$|_test\.go$"
+)
+PHASE_KEYS = ("tests", "implement")
 
 
 def main() -> int:
@@ -50,8 +66,12 @@ def main() -> int:
     story = STORY_RE.search(prompt)
     if story:
         attempt = int(_search(ATTEMPT_RE, prompt))
-        steps = _pick(scenario.get("stories", {}).get(story.group(1), [{}]), attempt)
-        label = f"{story.group(1)} {attempt}"
+        entry = _pick(scenario.get("stories", {}).get(story.group(1), [{}]), attempt)
+        phase = PHASE_RE.search(prompt)
+        steps = for_phase(entry, phase.group(1) if phase else "together")
+        label = f"{story.group(1)} {attempt}" + (
+            " tests" if phase and phase.group(1) == "tests" else ""
+        )
     else:
         attempt = int(_search(PLAN_ATTEMPT_RE, prompt))
         steps = _pick(scenario.get("plan", [{}]), attempt)
@@ -72,6 +92,29 @@ def _search(pattern: re.Pattern[str], text: str) -> str:
 
 def _pick(entries: list[dict[str, Any]], attempt: int) -> dict[str, Any]:
     return entries[min(attempt, len(entries)) - 1] if entries else {}
+
+
+def for_phase(entry: dict[str, Any], phase: str) -> dict[str, Any]:
+    """The steps of this call: a phase's own, or its share of a plain entry (see above)."""
+    if any(key in entry for key in PHASE_KEYS):
+        if phase == "together":  # one call does both phases' steps
+            tests, code = entry.get("tests", {}), entry.get("implement", {})
+            return {**tests, **code, "write": {**tests.get("write", {}), **code.get("write", {})}}
+        return dict(entry.get(phase, {}))
+    if phase == "tests":
+        return {
+            "write": {k: v for k, v in entry.get("write", {}).items() if TEST_PATH_RE.search(k)},
+            "delete": [k for k in entry.get("delete", []) if TEST_PATH_RE.search(k)],
+        }
+    if phase == "implement":
+        return {
+            **entry,
+            "write": {
+                k: v for k, v in entry.get("write", {}).items() if not TEST_PATH_RE.search(k)
+            },
+            "delete": [k for k in entry.get("delete", []) if not TEST_PATH_RE.search(k)],
+        }
+    return entry
 
 
 def perform(steps: dict[str, Any], *, run_dir: Path, story_id: str | None) -> int:

@@ -8,9 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.run_results import gate, result, story
+from worker.model.prd import ChangedTest
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
+    FrozenTests,
     RunResult,
     StopReason,
     StoryState,
@@ -237,6 +239,42 @@ def test_one_attempt_and_a_repeated_reason_read_as_english() -> None:
     assert "- attempt 1: no changes\n" in body + "\n" and "no changes: no changes" not in body
     two = render_pr_body(result())
     assert "2 agent attempts," in two
+
+
+def test_each_storys_frozen_tests_commit_and_what_was_reverted_are_shown() -> None:
+    frozen = FrozenTests(
+        parent="p" * 40,
+        commit="f" * 40,
+        tests=["tests.test_api::test_export"],
+        reverted=["app.py"],
+    )
+    passed = story("US-001", StoryState.PASSED, frozen=frozen)
+    passed.attempts[0].tests_reverted = ["tests/test_api.py"]
+    together = story("US-002", StoryState.PASSED)
+    body = render_pr_body(result(stories=[passed, together]))
+
+    assert "| US-001 | `tests.test_api::test_export` | `ffffffffffff` |" in body
+    assert "US-001 changed tests/test_api.py while implementing: reverted" in body
+    assert "| US-002 | the story's tests were not frozen | — |" in body
+    assert "US-001 tests call: reverted `app.py` (not on the test side)" in body
+
+
+def test_a_passing_test_changed_on_the_plans_word_is_a_row_of_its_own() -> None:
+    frozen = FrozenTests(
+        parent="p" * 40, commit="f" * 40, changed_passing=["tests.test_api::test_status"]
+    )
+    changes = [ChangedTest(path="tests/test_api.py", reason="201, not 200")]
+    record = story("US-001", StoryState.NEEDS_REVIEW, frozen=frozen, changes_tests=changes)
+    body = render_pr_body(result(stories=[record], ready=False))
+    assert (
+        "| US-001 | changed a passing test: `tests.test_api::test_status` | `ffffffffffff` "
+        "| tests/test_api.py: 201, not 200; needs review |"
+    ) in body
+
+
+def test_a_run_whose_tests_were_written_with_the_code_says_they_were_not_frozen() -> None:
+    body = render_pr_body(result())
+    assert "The stories' tests were not frozen (`tests: together`)" in body
 
 
 def test_a_flaky_test_is_shown_as_flaky_and_where_results_were_not_run_again() -> None:

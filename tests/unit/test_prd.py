@@ -106,3 +106,30 @@ def test_a_ten_megabyte_plan_is_refused_naming_the_limit() -> None:
     text = prd_text([story("US-1", description="x" * 10_000_000)])
     with pytest.raises(PrdError, match=r"prd.json is \d+ bytes; a plan must stay under 1048576"):
         parse_prd(text)
+
+
+def test_a_story_names_the_existing_tests_it_must_change_each_with_a_reason() -> None:
+    changes = [{"path": "tests/test_api.py", "reason": "the status code changes to 201"}]
+    prd = parse_prd(prd_text([story("US-001", changesTests=changes)]))
+    [change] = prd.user_stories[0].changes_tests
+    assert (change.path, change.reason) == ("tests/test_api.py", "the status code changes to 201")
+    assert prd.to_json()["userStories"][0]["changesTests"] == changes
+    assert parse_prd(prd_text([story("US-001")])).user_stories[0].changes_tests == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"path": "tests/test_api.py"},
+        {"path": "tests/test_api.py", "reason": ""},
+        {"path": "../outside.py", "reason": "x"},
+        {"path": "/etc/passwd", "reason": "x"},
+        {"path": "tests/*.py", "reason": "x"},
+        {"path": "tests/test_api.py", "reason": "x", "extra": 1},
+    ],
+)
+def test_a_change_to_existing_tests_without_a_file_or_a_reason_is_refused(
+    change: dict[str, Any],
+) -> None:
+    with pytest.raises(PrdError, match="changesTests"):
+        parse_prd(prd_text([story("US-001", changesTests=[change])]))

@@ -15,6 +15,7 @@ from worker.plan.prompting import (
     PLAN_TEMPLATE,
     PROMPTS_DIR,
     STORY_TEMPLATE,
+    TESTS_TEMPLATE,
     PromptRenderer,
     load_overrides,
 )
@@ -214,3 +215,28 @@ def test_an_override_copied_from_the_builtin_template_renders_exactly_as_it_does
 
     assert rendered == PromptRenderer().render(STORY_TEMPLATE, **story_values())
     assert "{%" in builtin and rendered.endswith("\n") and "\n\n\n" not in rendered
+
+
+def test_the_tests_call_and_the_implement_call_say_their_phase_and_what_they_may_change() -> None:
+    phased = {
+        "test_paths": ["**/test_*.py", "**/conftest.py"],
+        "frozen_tests": ["tests.test_x::test_csv"],
+    }
+    story = {**story_values()["story"], "tests": [], "changes_tests": []}
+    tests = PromptRenderer().render(TESTS_TEMPLATE, **story_values(story=story, **phased))
+    assert "Story ID: US-002" in tests and "Attempt: 2 of 3" in tests
+    assert "Phase: tests" in tests and "**/conftest.py" in tests
+    assert "Do not change existing tests: every test that passes now" in tests
+    implement = PromptRenderer().render(STORY_TEMPLATE, **story_values(phase="implement", **phased))
+    assert "Phase: implement" in implement and "tests.test_x::test_csv" in implement
+    assert "is reverted before the checks" in implement
+    together = PromptRenderer().render(STORY_TEMPLATE, **story_values())
+    assert "Phase: together" in together and "Add tests that prove" in together
+
+
+def test_the_tests_call_names_the_existing_tests_its_plan_lets_it_change() -> None:
+    change = {"path": "tests/test_api.py", "reason": "the status becomes 201"}
+    story = {**story_values()["story"], "tests": [], "changes_tests": [change]}
+    values = story_values(story=story, test_paths=["tests/**"], frozen_tests=[])
+    text = PromptRenderer().render(TESTS_TEMPLATE, **values)
+    assert "`tests/test_api.py`: the status becomes 201" in text

@@ -9,6 +9,7 @@ from worker.model.prd import Prd, parse_prd
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
+    Checkpoint,
     StoryRecord,
     StoryState,
     select_next_story,
@@ -95,3 +96,13 @@ def test_passed_settled_and_exhausted_stories_are_never_chosen() -> None:
     chosen = select_next_story(stories, max_story_retries=3)
     assert chosen is not None and chosen.id == "US-006"
     assert select_next_story(stories[:5], max_story_retries=3) is None
+
+
+def test_a_checkpoint_from_before_frozen_tests_loads_with_none_frozen() -> None:
+    checkpoint = Checkpoint.model_validate_json(OLD_CHECKPOINT.read_text())
+    assert checkpoint.stories and all(s.frozen is None for s in checkpoint.stories)
+    assert all(
+        a.frozen_commit is None and a.tests_reverted == []
+        for s in checkpoint.stories
+        for a in s.attempts
+    )

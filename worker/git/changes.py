@@ -85,6 +85,14 @@ class RunWorktree:
         finally:
             run_git(["checkout", "--quiet", "--force", self.branch], cwd=self.path)
 
+    def has_commit(self, sha: str) -> bool:
+        """Does the repository hold this commit (one made by a run on another machine may
+        never have reached this cache)?"""
+        found = run_git(
+            ["rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}"], cwd=self.path, check=False
+        )
+        return bool(found)
+
     def remote_head(self) -> str:
         """The remote branch's head as the cache last fetched it; "" when it has none yet."""
         # --verify --quiet: exit 1 and nothing printed when the remote has no such branch yet.

@@ -110,23 +110,24 @@ def collect_changes(cwd: Path, branch: str, pre: str, forbidden: list[str]) -> l
     changed = run_git(["diff", "--cached", "--name-only", "--no-renames", "-z", pre], cwd=cwd)
     touched = [p for p in changed.split("\0") if p and matches_any(p, forbidden)]
     if touched:
-        _revert(cwd, pre, touched)
+        revert_staged(cwd, pre, touched)
     return touched
 
 
-def _revert(cwd: Path, pre: str, paths: Sequence[str]) -> None:
-    """Staged changes to these paths undone: back to `pre`'s version, or gone if new."""
+def revert_staged(cwd: Path, pre: str, paths: Sequence[str]) -> None:
+    """Staged changes to these paths undone: back to `pre`'s version, or gone if new (a
+    link goes first, so nothing is restored through it)."""
     listed = run_git(["ls-tree", "-r", "--name-only", "-z", pre, "--", *paths], cwd=cwd)
     existed = set(listed.split("\0"))
     restore = [p for p in paths if p in existed]
     added = [p for p in paths if p not in existed]
-    if restore:
-        run_git(["checkout", pre, "--", *restore], cwd=cwd)
     if added:
         run_git(["rm", "--cached", "--quiet", "-r", "-f", "--", *added], cwd=cwd)
         for name in added:
             with contextlib.suppress(LinkError, FileNotFoundError):
                 unlink_under(cwd, name)
+    if restore:
+        run_git(["checkout", pre, "--", *restore], cwd=cwd)
 
 
 def has_staged_changes(cwd: Path, pre: str) -> bool:

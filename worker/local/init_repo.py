@@ -24,6 +24,10 @@ from worker.local.init_toolchain import (
 )
 from worker.model.repo_config import DEFAULT_FORBIDDEN_PATHS
 from worker.model.requirement_files import DEFAULT_REQUIREMENTS_DIR, is_requirement_name
+from worker.verdict.test_side import default_test_paths
+
+# init's stack names, as the test side's ecosystems.
+ECOSYSTEMS = {"python": "python", "node": "javascript", "go": "go", "cargo": "rust"}
 
 CONFIG_FILE = ".github/reqdrive.yml"
 EXAMPLE_NAME = "REQ-001-example.md"
@@ -260,6 +264,7 @@ def render_config(found: Detected) -> str:
         lines += ["# lintCommand: make lint"]
     lines += [
         "",
+        *_test_side_lines(found),
         "# Paths the agent may not change: its writes there are reverted and reported.",
         "forbiddenPaths:",
         *[f'  - "{glob}"' for glob in (*DEFAULT_FORBIDDEN_PATHS, CONFIG_FILE)],
@@ -271,6 +276,26 @@ def render_config(found: Detected) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _test_side_lines(found: Detected) -> list[str]:
+    """The detected test side, commented out: unset, every ecosystem's defaults apply."""
+    ecosystem = ECOSYSTEMS.get(found.stack)
+    globs = default_test_paths([ecosystem]) if ecosystem else []
+    lines = [
+        "# The test side: the files that define or configure tests. Each story's tests are",
+        "# written first, proven failing and frozen; its code is judged on them as frozen",
+        "# (conftest.py, pytest configs, sitecustomize.py, *.pth and the test settings of",
+        "# pyproject.toml, setup.cfg, tox.ini and package.json are always on it).",
+    ]
+    if globs:
+        lines += ["# testPaths:", *[f'#   - "{glob}"' for glob in globs]]
+    return [
+        *lines,
+        "# `together` writes tests and code in one agent call; the PR then says so.",
+        "# tests: first",
+        "",
+    ]
 
 
 def _setup_lines(found: Detected) -> list[str]:

@@ -78,6 +78,27 @@ TestId = Annotated[
 ]
 
 
+class ChangedTest(BaseModel):
+    """An existing test file a story must change, and why: a person reviews the change."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    path: Annotated[
+        str, Field(min_length=1, max_length=MAX_CRITERION_CHARS), AfterValidator(_one_line)
+    ]
+    reason: Annotated[
+        str, Field(min_length=1, max_length=MAX_CRITERION_CHARS), AfterValidator(_one_line)
+    ]
+
+    @field_validator("path")
+    @classmethod
+    def _path_in_repository(cls, value: str) -> str:
+        parts = value.split("/")
+        if value.startswith("/") or ".." in parts or "\\" in value or "*" in value:
+            raise ValueError("must be one file's path inside the repository, relative to its top")
+        return value
+
+
 class Story(BaseModel):
     """One user story as the plan gives it. What the worker makes of it (passed, attempts)
     is the run's `StoryRecord`, built on this: fields an agent writes for those are ignored."""
@@ -95,6 +116,11 @@ class Story(BaseModel):
     # Ids of the base commit's failing tests this story must make pass (the worker checks
     # that each exists); the story may add tests of its own besides.
     tests: list[TestId] = Field(default_factory=list, max_length=500)
+    # Existing tests the story must change (a behaviour that changes on purpose): made in
+    # its tests call, and the story ends "needs review", never silently passed.
+    changes_tests: list[ChangedTest] = Field(
+        default_factory=list, alias="changesTests", max_length=50
+    )
 
     @field_validator("id")
     @classmethod

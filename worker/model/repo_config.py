@@ -91,6 +91,15 @@ class GatesMode(StrEnum):
     PARALLEL = "parallel"  # all at once, every result reported
 
 
+class TestsMode(StrEnum):
+    """How a story's tests are written: frozen before its code, or in the same call."""
+
+    __test__ = False  # a domain name, not a test class for pytest to collect
+
+    FIRST = "first"  # a tests call, its tests proven and committed, then the implement call
+    TOGETHER = "together"  # one call writes tests and code; the tests are not frozen
+
+
 class AgentConfig(BaseModel):
     """The repository's choice of agent; the service decides what each runner may do."""
 
@@ -130,6 +139,10 @@ class RepoConfig(BaseModel):
     )
     forbidden_paths: list[str] | None = Field(default=None, alias="forbiddenPaths")
     prompts: RepoFolder = ".reqdrive/prompts"
+    # The files that define or configure tests (globs); None: the ecosystem defaults
+    # (worker/verdict/test_side.py). The always-guarded names are added either way.
+    test_paths: list[str] | None = Field(default=None, alias="testPaths")
+    tests: TestsMode = Field(default=TestsMode.FIRST, strict=False)
     # Accepted because the seeds' reqdrive.json carries them.
     version: str | None = None
     project_name: str | None = Field(default=None, alias="projectName")

@@ -68,6 +68,9 @@ class AttemptOutcome(StrEnum):
     # a report was refused): a failed attempt with the reason, never the end of the run.
     CHECK_FAILED = "check failed"
     CANCELLED = "cancelled"  # stopped by the user; does not count as an attempt
+    # The tests call left no test the worker could freeze: none that fails without the
+    # story's code, one that passes already, or other tests changed state. No code call.
+    TESTS_REFUSED = "tests refused"
 
 
 class StopReason(StrEnum):
@@ -106,6 +109,23 @@ class TestCheck(BaseModel):
     flaky: bool = False
 
 
+class FrozenTests(BaseModel):
+    """A story's tests as its tests call wrote them, proven and committed before its code:
+    what every implement attempt of the story is judged on."""
+
+    parent: str  # the commit the story started on; frozen tests hold only on it
+    commit: str | None = None  # the `test:` commit; None: frozen with no new tests
+    tests: list[str] = Field(default_factory=list)  # new or changed tests, each proven
+    at_parent: dict[str, str] = Field(default_factory=dict)  # their result on `parent`
+    # Existing tests the plan let the story change (changesTests): a person reviews them.
+    changed_passing: list[str] = Field(default_factory=list)
+    # What the tests call wrote outside the test side: reverted, not frozen.
+    reverted: list[str] = Field(default_factory=list)
+    # Test configuration the frozen tests change (a conftest.py, pytest settings): shown.
+    gate_changes: list[str] = Field(default_factory=list)
+    proven: bool = True  # False: the checks give no per-test results to prove them with
+
+
 class AttemptRecord(BaseModel):
     """One agent call on one story and what the worker made of it."""
 
@@ -120,6 +140,10 @@ class AttemptRecord(BaseModel):
     tests: list[TestCheck] = Field(default_factory=list)
     # Files the story changed that decide what a gate runs (its script, conftest.py, ...).
     gate_changes: list[str] = Field(default_factory=list)
+    # The frozen tests the attempt was judged on (their `test:` commit), and the test-side
+    # files the implement call changed, reverted before any gate ran.
+    frozen_commit: str | None = None
+    tests_reverted: list[str] = Field(default_factory=list)
     agent_exit_code: int | None = None
     cost_usd: float | None = None
     duration_s: float = 0.0
@@ -136,6 +160,8 @@ class StoryRecord(Story):
     # Attempts before a retry asked for it again: kept for the record, no longer counted.
     earlier_attempts: list[AttemptRecord] = Field(default_factory=list)
     commit: str | None = None
+    # The story's frozen tests (tests: first); None before its tests call, or not frozen.
+    frozen: FrozenTests | None = None
 
     @property
     def feedback(self) -> str | None:

@@ -15,7 +15,8 @@ from worker.plan.template_env import builtin_environment
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 PLAN_TEMPLATE = "plan.md.j2"
 STORY_TEMPLATE = "story.md.j2"
-TEMPLATE_NAMES = (PLAN_TEMPLATE, STORY_TEMPLATE)
+TESTS_TEMPLATE = "tests.md.j2"  # a story's tests call, before its code (tests: first)
+TEMPLATE_NAMES = (PLAN_TEMPLATE, STORY_TEMPLATE, TESTS_TEMPLATE)
 DEFAULT_FOLDER = ".reqdrive/prompts"  # the `prompts` key's default
 
 

@@ -14,6 +14,7 @@ from worker.report.story_states import (
     STATE_ICONS,
     attempt_outcome,
     count_stories,
+    frozen_note,
     gate_summary,
     plural,
     story_counts,
@@ -31,6 +32,7 @@ STEP_WORDS = {
 GATE_RUN_SUFFIXES = {
     ".parent": ", its new tests on the parent (must fail)",
     ".restored": ", the checks as they were before its change",
+    "-tests": ", its tests before its code (new ones must fail)",
     # A test that passed before and failed with the story, run again (flaky.py).
     ".parent.rerun1": ", a failing test run again without its change (1 of 2)",
     ".parent.rerun2": ", a failing test run again without its change (2 of 2)",
@@ -120,6 +122,8 @@ class ConsoleReporter:
     def _agent_call(self, label: str) -> str:
         if label.startswith("plan-"):
             return f"plan (attempt {label.removeprefix('plan-')})"
+        if label.endswith("-tests"):  # a story's tests call, before its implement call
+            return f"{self._attempt}, its tests call" if self._attempt else f"iteration {label}"
         return self._attempt or f"iteration {label}"
 
     def gates_started(self, label: str, gates: Sequence[GateSpec]) -> None:
@@ -157,9 +161,10 @@ class ConsoleReporter:
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
         gates = gate_summary(attempt)
         detail = f" [{gates}]" if gates else ""
+        frozen = frozen_note(story)
         self._say(
             f"  {story.id} attempt {attempt.attempt} {attempt_outcome(attempt)}{detail} "
-            f"→ story {story.state} ({attempt.duration_s:.1f}s)"
+            f"→ story {story.state} ({attempt.duration_s:.1f}s)" + (f"; {frozen}" if frozen else "")
         )
 
     def run_finished(self, result: RunResult) -> None:

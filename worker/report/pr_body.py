@@ -8,7 +8,13 @@ from worker.model.control_chars import escape_control
 from worker.model.gates import GateResult
 from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState, TestCheck
 from worker.report.inert_text import neutralize
-from worker.report.story_states import STATE_ICONS, attempt_outcome, plural, story_counts
+from worker.report.story_states import (
+    STATE_ICONS,
+    attempt_outcome,
+    frozen_note,
+    plural,
+    story_counts,
+)
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
 
@@ -19,6 +25,7 @@ def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str
         _summary(result),
         *([f"Closes #{closes_issue}"] if closes_issue is not None else []),
         _stories_table(result.stories),
+        _frozen_tests(result.stories),
         _story_details(result.stories),
         _gates_table(result.baseline_gates, result.final_gates),
         _where_results_came_from(result),
@@ -101,6 +108,49 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
         rows.append(
             f"| {STATE_ICONS[s.state]} | {_cell(s.id)} | {_cell(s.title)} | {state} "
             f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} |"
+        )
+    return "\n".join(rows)
+
+
+def _frozen_tests(stories: Sequence[StoryRecord]) -> str:
+    """Per story: the commit its tests were frozen in before its code, or why they were not;
+    an existing test it changed on its plan's word is a row of its own."""
+    rows = [
+        "### Frozen tests",
+        "",
+        "Each story's tests were written, proven failing without its code and committed before "
+        "its code; every check ran on them as committed.",
+        "",
+        "| Story | Frozen tests | Commit | Note |",
+        "| --- | --- | --- | --- |",
+    ]
+    for s in stories:
+        if not s.attempts:
+            continue
+        frozen, note = s.frozen, _cell(frozen_note(s))
+        if frozen is None:
+            refused = s.attempts[-1].outcome is AttemptOutcome.TESTS_REFUSED
+            said = (
+                "its tests call froze nothing" if refused else "the story's tests were not frozen"
+            )
+            rows.append(f"| {_cell(s.id)} | {said} | — | {note or '—'} |")
+            continue
+        tests = ", ".join(f"`{_cell(t)}`" for t in frozen.tests) or "no new tests"
+        commit = f"`{frozen.commit[:12]}`" if frozen.commit else "—"
+        rows.append(f"| {_cell(s.id)} | {tests} | {commit} | {note or '—'} |")
+        reasons = {c.path: c.reason for c in s.changes_tests}
+        for test in frozen.changed_passing:
+            why = "; ".join(f"{p}: {r}" for p, r in reasons.items())
+            rows.append(
+                f"| {_cell(s.id)} | changed a passing test: `{_cell(test)}` | "
+                f"{commit} | {_cell(why)}; needs review |"
+            )
+    if len(rows) == 6:
+        return ""
+    if all(s.frozen is None for s in stories if s.attempts):
+        rows[2] = (
+            "The stories' tests were not frozen (`tests: together`): each story's tests were "
+            "written in the same agent call as its code."
         )
     return "\n".join(rows)
 
@@ -284,6 +334,15 @@ def _reverted_and_refused(stories: Sequence[StoryRecord]) -> str:
             label = f"{_cell(s.id)} attempt {a.attempt}"
             lines += [f"- {label}: reverted write to `{_cell(p)}`" for p in a.forbidden_writes]
             lines += [f"- {label}: refused tool call `{_cell(t)}`" for t in a.refused_tools]
+            lines += [
+                f"- {label}: {_cell(s.id)} changed `{_cell(p)}` while implementing: reverted"
+                for p in a.tests_reverted
+            ]
+        if s.frozen is not None:
+            lines += [
+                f"- {_cell(s.id)} tests call: reverted `{_cell(p)}` (not on the test side)"
+                for p in s.frozen.reverted
+            ]
     if not lines:
         return ""
     return "### Reverted writes and refused tool calls\n\n" + "\n".join(lines)

@@ -76,3 +76,22 @@ def story_counts(stories: Sequence[StoryRecord]) -> str:
         if (n := sum(1 for s in stories if s.state is state))
     ]
     return f"{count_stories(total)}: " + (", ".join(counts) if counts else "none planned")
+
+
+def frozen_note(story: StoryRecord) -> str:
+    """ "tests frozen in 1a2b3c4d5e6f; US-002 changed tests/test_api.py while implementing:
+    reverted": a story's frozen tests and what was put back on its test side, one line."""
+    parts = []
+    frozen = story.frozen
+    if frozen is not None and frozen.commit:
+        unproven = "" if frozen.proven else " (not proven failing: no per-test results)"
+        parts.append(f"tests frozen in {frozen.commit[:12]}{unproven}")
+    elif frozen is not None:
+        parts.append("frozen with no new tests (judged on the plan's)")
+    if frozen is not None and frozen.changed_passing:
+        parts.append("changed a passing test: " + ", ".join(frozen.changed_passing))
+    last = story.attempts[-1] if story.attempts else None
+    if last is not None and last.tests_reverted:
+        changed = ", ".join(last.tests_reverted)
+        parts.append(f"{story.id} changed {changed} while implementing: reverted")
+    return "; ".join(parts)

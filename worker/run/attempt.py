@@ -9,13 +9,16 @@ from worker.agents.base import AgentOutcome
 from worker.confine.disk import check_free_space
 from worker.exceptions import GitError
 from worker.model.gates import GateResult
-from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord
+from worker.model.repo_config import TestsMode
+from worker.model.state import AttemptOutcome, AttemptRecord, FrozenTests, StoryRecord
 from worker.plan.prompting import STORY_TEMPLATE
 from worker.report.inert_text import neutralize
 from worker.run.calls import call_agent, run_gates_on
 from worker.run.context import RunContext
 from worker.run.resume import story_trailer
 from worker.run.selected import rerun_alone, run_selected
+from worker.run.tests_call import TestsCall, changed_passing, frozen_owned
+from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
 from worker.verdict.judging import (
     MISSING,
     added_tests,
@@ -54,16 +57,21 @@ ATTEMPT_FAILURES: dict[type[Exception], str] = {
 
 
 class StoryAttempt:
-    """One agent call on one story, from the commit the story starts on (`pre`), and what the
-    worker made of it; the worktree is back at `pre` unless the attempt's commit is kept."""
+    """One attempt at one story from the commit it starts on (`start`): with `tests: first`
+    its tests call (skipped while its frozen tests hold) then its implement call, which starts
+    on the frozen tests (`pre`). The worktree is back at `start` unless a commit is kept."""
 
     def __init__(self, ctx: RunContext, record: StoryRecord, *, iteration: int, number: int):
         self.ctx = ctx
         self.record = record
         self.iteration = iteration
         self.number = number  # this story's attempt number
-        self.pre = ctx.cp.head_sha
+        self.start = self.pre = ctx.cp.head_sha
         self.label = ctx.folder.gates_label(iteration)
+        self.frozen: FrozenTests | None = None
+        self.ignored: dict[str, tuple[int, int, int]] = {}
+        self.tests_reverted: list[str] = []
+        self.tests_cost: float | None = None
 
     def run(self) -> AttemptRecord:
         """The attempt, its outcome decided by the worker; a failure inside it fails it."""
@@ -71,20 +79,51 @@ class StoryAttempt:
         base: dict[str, Any] = {"iteration": self.iteration, "attempt": self.number}
         check_free_space(ctx.spec.work_dir, ctx.spec.limits)  # too little ends the run
         try:
-            ctx.git.restore(self.pre)
+            ctx.git.restore(self.start)
+            if ctx.config.tests is TestsMode.FIRST:
+                refused = self._freeze()
+                if refused is not None:
+                    return refused
             prompt = ctx.renderer.render(STORY_TEMPLATE, **self._prompt_values())
-            outcome = call_agent(ctx, self.iteration, prompt)
+            outcome = call_agent(ctx, self.iteration, prompt, start=self.pre)
             base = self._fields(outcome)
             return self._after_call(outcome, base)
         except tuple(ATTEMPT_FAILURES) as error:
             return self._failed(error, base)
 
+    def _freeze(self) -> AttemptRecord | None:
+        """The story's frozen tests checked out for the implement call: those of an earlier
+        attempt while they still hold (same parent, commit at hand), else a tests call's.
+        The refused attempt's record when its tests call froze nothing."""
+        ctx, record = self.ctx, self.record
+        frozen = record.frozen
+        usable = frozen is not None and frozen.parent == self.start
+        if (
+            frozen is None
+            or not usable
+            or (frozen.commit and not ctx.git.has_commit(frozen.commit))
+        ):
+            call = TestsCall(ctx, record, iteration=self.iteration, number=self.number)
+            frozen, said = call.run(self._prompt_values("tests"))
+            record.frozen = frozen
+            if frozen is None:
+                return said
+            self.tests_cost = said.cost_usd
+            ctx.journal.save()
+        self.frozen = frozen
+        self.pre = frozen.commit or self.start
+        ctx.git.restore(self.pre)
+        self.ignored = ignored_test_files(ctx.git.path, ctx.test_side)
+        return None
+
     def _fields(self, outcome: AgentOutcome) -> dict[str, Any]:
         """What every record of this attempt says, whatever its outcome."""
+        costs = [c for c in (self.tests_cost, outcome.cost_usd) if c is not None]
         return {
             "iteration": self.iteration,
             "attempt": self.number,
-            "cost_usd": outcome.cost_usd,
+            "cost_usd": sum(costs) if costs else None,
+            "frozen_commit": self.frozen.commit if self.frozen else None,
             "agent_exit_code": outcome.exit_code,
             "refused_tools": list(outcome.denials),
         }
@@ -93,20 +132,31 @@ class StoryAttempt:
         """Refused before any gate runs: cancelled, timed out, no change, a secret in it."""
         git = self.ctx.git
         if self.ctx.cancel.is_set():
-            git.restore(self.pre)
+            git.restore(self.start)
             return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
         if outcome.timed_out:
-            git.restore(self.pre)
+            git.restore(self.start)
             why = f"the agent did not finish within {self.ctx.agent.timeout_s:g}s"
             return AttemptRecord(outcome=AttemptOutcome.AGENT_TIMED_OUT, reason=why, **base)
         forbidden = self._gather()
+        if self.frozen is not None:
+            self._lay_over_frozen()
+            base["tests_reverted"] = self.tests_reverted
         if not git.has_change(self.pre):
-            git.restore(self.pre)
+            git.restore(self.start)
+            if self.frozen is not None and self.frozen.tests:
+                why = "no changes: its frozen tests fail without the story's code"
+                why += f" (agent: {outcome.error})" if outcome.error else ""
+                why = _joined(why, _tests_reverted_note(self.record.id, self.tests_reverted))
+                outcome_ = AttemptOutcome.NO_CHANGES
+                return AttemptRecord(
+                    outcome=outcome_, reason=why, forbidden_writes=forbidden, **base
+                )
             return self._unchanged(outcome, base, forbidden)
         scanner = SecretScanner(self.ctx.redactor, self.ctx.spec.limits.scan_deadline_s)
         refused = scanner.scan_change(git.path, self.pre)
         if refused:
-            git.restore(self.pre)
+            git.restore(self.start)
             why = (
                 "the change holds a secret value or a file that cannot be scanned ("
                 + "; ".join(str(f) for f in refused)
@@ -161,12 +211,15 @@ class StoryAttempt:
         commit = ctx.git.commit(_story_subject(record), story_trailer(record.id))
         gates = run_gates_on(ctx, self.label, fail_fast=fail_fast_on(cp.baseline or []))
         if ctx.cancel.is_set():  # the gates were stopped part-way: no verdict
-            ctx.git.restore(pre)
+            ctx.git.restore(self.start)
             return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
         reference = reference_gates(cp.stories, cp.baseline or [])
         changed = changed_files(path, pre, commit)
-        added = added_tests(reference, gates)
+        since_start = changed if pre == self.start else changed_files(path, self.start, commit)
         before = tests_by_id(reference) or {}
+        # Frozen: the story is judged on its frozen tests, proven on its parent already.
+        frozen = frozen_owned(self.frozen, tests_by_id(gates) or {}) if self.frozen else None
+        added = sorted(frozen) if frozen is not None else added_tests(reference, gates)
         # Any test that ran before (passing, or failing for another story) must not be
         # rewritten to suit this one.
         existing = [t for t, status in before.items() if status != "skipped"]
@@ -177,11 +230,13 @@ class StoryAttempt:
             owned={*record.tests, *added},
             added=added,
             rewritten=rewritten_tests(path, pre, commit, changed, {*record.tests, *existing}),
-            gate_changes=gate_inputs(path, pre, commit, changed, ctx.gates),
+            # From the story's start: a gate script its tests call changed counts too.
+            gate_changes=gate_inputs(path, self.start, commit, since_start, ctx.gates),
         )
 
         def gates_as_they_were() -> list[GateResult]:
-            restore_paths(path, pre, evidence.gate_changes)
+            restore_paths(path, self.start, evidence.gate_changes)
+            self._lay_over_frozen(by_checks=True)
             return run_gates_on(ctx, f"{self.label}.restored", fail_fast=False)
 
         verdict = decide(
@@ -189,17 +244,22 @@ class StoryAttempt:
             rerun_alone=lambda ids: rerun_alone(
                 ctx, self.label, parent=pre, commit=commit, test_ids=ids
             ),
-            added_at_parent=lambda: self._added_tests_at_parent(commit, changed, added),
+            added_at_parent=lambda: (
+                frozen
+                if frozen is not None
+                else self._added_tests_at_parent(commit, changed, added)
+            ),
             gates_as_they_were=gates_as_they_were,
         )
-        failed = verdict.outcome is AttemptOutcome.GATES_FAILED
+        outcome, why = changed_passing(self.frozen, self.record, verdict.outcome, verdict.reason)
+        failed = outcome is AttemptOutcome.GATES_FAILED
         if failed:  # its patch is kept in the run folder, its commit not on the branch
             patch = ctx.folder.patch_path(self.iteration).name
-            ctx.folder.write_text(patch, ctx.git.diff(pre, commit) + "\n")
-            ctx.git.restore(pre)
+            ctx.folder.write_text(patch, ctx.git.diff(self.start, commit) + "\n")
+            ctx.git.restore(self.start)
         return AttemptRecord(
-            outcome=verdict.outcome,
-            reason=verdict.reason,
+            outcome=outcome,
+            reason=_joined(why, _tests_reverted_note(record.id, self.tests_reverted)),
             commit=None if failed else commit,
             gates=gates,
             tests=verdict.tests,
@@ -236,9 +296,24 @@ class StoryAttempt:
                 "error": type(error).__name__,
             },
         )
-        ctx.git.restore(self.pre, ignored_too=True)
-        why = f"{kind}: {detail}; the worktree was put back to {self.pre[:12]}"
+        ctx.git.restore(self.start, ignored_too=True)
+        why = f"{kind}: {detail}; the worktree was put back to {self.start[:12]}"
         return AttemptRecord(outcome=AttemptOutcome.CHECK_FAILED, reason=why, **base)
+
+    def _lay_over_frozen(self, *, by_checks: bool = False) -> None:
+        """The frozen test side laid over what the implement call (or, `by_checks`, the code
+        a check ran) left: every test-side change reverted, new ignored test files removed,
+        links refused. Each path is named in the attempt's record."""
+        ctx = self.ctx
+        side, path = ctx.test_side, ctx.git.path
+        found = [] if by_checks else keep_side(path, self.pre, side, Keep.CODE)
+        found += drop_new_ignored(path, side, self.ignored)
+        found = [
+            ctx.redactor.redact(p) + (" (written by a check)" if by_checks else "") for p in found
+        ]
+        if found:
+            log.warning("test side reverted", extra={"run_id": ctx.spec.run_id, "paths": found})
+        self.tests_reverted += found
 
     def _gather(self) -> list[str]:
         """The agent's work staged on `pre`; the forbidden paths it wrote (reverted)."""
@@ -252,9 +327,14 @@ class StoryAttempt:
             )
         return touched
 
-    def _prompt_values(self) -> dict[str, object]:
+    def _prompt_values(self, phase: str | None = None) -> dict[str, object]:
         ctx, record = self.ctx, self.record
+        if phase is None:
+            phase = "implement" if ctx.config.tests is TestsMode.FIRST else "together"
         return {
+            "phase": phase,
+            "frozen_tests": list(self.frozen.tests) if self.frozen else [],
+            "test_paths": list(ctx.test_side.globs),
             "story": {
                 "id": record.id,
                 "title": record.title,
@@ -263,6 +343,7 @@ class StoryAttempt:
                 "priority": record.priority,
                 "notes": record.notes,
                 "tests": list(record.tests),
+                "changes_tests": [c.model_dump() for c in record.changes_tests],
             },
             "attempt": self.number,
             "max_attempts": ctx.config.max_story_retries,
@@ -273,6 +354,16 @@ class StoryAttempt:
             "gates": ", ".join(f"{g.name}: `{g.command}`" for g in ctx.gates) or "none configured",
             "forbidden_paths": ctx.forbidden,
         }
+
+
+def _tests_reverted_note(story_id: str, reverted: list[str]) -> str:
+    if not reverted:
+        return ""
+    return f"{story_id} changed {', '.join(reverted)} while implementing: reverted"
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
 
 
 def _story_subject(record: StoryRecord) -> str:

@@ -46,9 +46,13 @@ def budget_stop(reached: BudgetReached) -> StopReason:
     return StopReason.MONTHLY_BUDGET_SPENT if reached.shared else StopReason.BUDGET_SPENT
 
 
-def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
-    """One agent call on the worktree with this prompt, unless a budget is spent (raises
-    BudgetReached, before anything starts); its cost is the run's and the shared budget's."""
+def call_agent(
+    ctx: RunContext, label: str | int, prompt: str, *, start: str | None = None
+) -> AgentOutcome:
+    """One agent call on the worktree with this prompt, from `start` (the checkpoint's head
+    unless given: an implement call starts on its story's frozen tests), unless a budget is
+    spent (raises BudgetReached, before anything starts); its cost is the run's and the
+    shared budget's."""
     if (reached := budget_reached(ctx)) is not None:
         raise reached
     folder = ctx.folder
@@ -82,7 +86,7 @@ def call_agent(ctx: RunContext, label: str | int, prompt: str) -> AgentOutcome:
         (ctx.git.path, places.home, places.handoff, places.git_view), ctx.spec.limits
     ):
         # Its files go and the attempt fails: the disk is the host's, not the agent's.
-        ctx.git.restore(ctx.cp.head_sha, ignored_too=True)
+        ctx.git.restore(start or ctx.cp.head_sha, ignored_too=True)
         empty_folders((places.home, places.handoff, places.git_view))
         outcome = replace(outcome, error=over)
     folder.sweep()

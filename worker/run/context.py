@@ -24,6 +24,7 @@ from worker.report.run_folder import RunFolder
 from worker.run.journal import RunJournal
 from worker.run.spec import RunSpec
 from worker.verdict.gates import gate_specs
+from worker.verdict.test_side import TestSide
 
 DEFAULT_AGENT_TIMEOUT_S = 1800.0
 
@@ -79,6 +80,11 @@ class RunContext:
     @property
     def cp(self) -> Checkpoint:
         return self.journal.cp
+
+    @property
+    def test_side(self) -> TestSide:
+        """The files that define or configure the repository's tests (`testPaths`)."""
+        return TestSide.of(self.config.test_paths)
 
 
 def configure(

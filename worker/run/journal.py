@@ -87,6 +87,8 @@ class RunJournal:
                 "stop_reason": cp.stop_reason and str(cp.stop_reason),
                 # Not measured by this run: an earlier run's results for the same tree and gates.
                 "baseline_from_cache": cp.baseline_cached,
+                # Each story's frozen tests (tests: first): the commit its code was judged on.
+                "frozen_tests": {s.id: s.frozen.commit for s in cp.stories if s.frozen is not None},
             }
         if error:
             data["error"] = error

@@ -47,23 +47,32 @@ PLANT = (
     " invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)\n"
     "pathlib.Path('forged.tmp').unlink()\n"
 )
+TEST_ID = "tests.test_feature::test_value"
 
 
-def scenario() -> dict[str, Any]:
-    """The story's one change, its feature.py marked and a test of it, and the bytecode planted."""
-    attempt = {"write": {**MARKED, **REAL_TEST}, "run": [sys.executable, "-c", PLANT]}
+def scenario(tests: str) -> dict[str, Any]:
+    """The story: its test, feature.py marked, and the bytecode planted by the call whose
+    proof it fakes (with `tests: first`, the tests call: its test must fail without the code)."""
+    if tests == "first":
+        attempt: dict[str, Any] = {
+            "tests": {"write": REAL_TEST, "run": [sys.executable, "-c", PLANT]},
+            "implement": {"write": MARKED},
+        }
+    else:
+        attempt = {"write": {**MARKED, **REAL_TEST}, "run": [sys.executable, "-c", PLANT]}
     return {
         "plan": [{"prd": {"project": "Feature", "userStories": [story(1, "value", [])]}}],
         "stories": {"US-001": [attempt]},
     }
 
 
-CONFIG = {
-    "testCommand": None,
-    "gates": [{"name": "tests", "command": PLAIN_PYTEST}],
-    "maxStoryRetries": 1,
-}
-FAKED = "tests.test_feature::test_value passes without the story's change too"
+def config(tests: str) -> dict[str, Any]:
+    return {
+        "testCommand": None,
+        "gates": [{"name": "tests", "command": PLAIN_PYTEST}],
+        "maxStoryRetries": 1,
+        "tests": tests,
+    }
 
 
 @pytest.fixture
@@ -71,35 +80,43 @@ def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
 
 
-def assert_not_fooled(result: RunResult) -> None:
+def assert_not_fooled(result: RunResult, tests: str) -> None:
     [record] = result.stories
-    first = record.attempts[0]
+    [first] = record.attempts
+    assert record.state is not StoryState.PASSED
+    if tests == "first":  # the test ran against feature.py's source, not the planted bytecode
+        assert first.outcome is AttemptOutcome.TESTS_REFUSED
+        assert f"{TEST_ID} passes without the story's code, so it proves nothing" in first.reason
+        return
     [added] = [c for c in first.tests if c.added]
     # On the parent the test ran against feature.py's source, not the planted bytecode.
     assert (added.at_parent, added.after) == ("passed", "passed")
     assert first.outcome is AttemptOutcome.GATES_FAILED
-    assert FAKED in first.reason
-    assert record.state is not StoryState.PASSED
+    assert f"{TEST_ID} passes without the story's change too" in first.reason
 
 
-def test_planted_bytecode_cannot_fake_a_failure_on_the_parent(make_project: MakeProject) -> None:
-    project = make_project(CONFIG, files=FEATURE)
-    result = project.run(project.scenario(scenario()), gate_path=GATE_PATH)
-    assert_not_fooled(result)
+@pytest.mark.parametrize("tests", ["together", "first"])
+def test_planted_bytecode_cannot_fake_a_failure_without_the_change(
+    make_project: MakeProject, tests: str
+) -> None:
+    project = make_project(config(tests), files=FEATURE)
+    result = project.run(project.scenario(scenario(tests)), gate_path=GATE_PATH)
+    assert_not_fooled(result, tests)
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
-def test_planted_bytecode_cannot_fake_a_failure_on_the_parent_in_the_sandbox(
-    make_project: MakeProject, tmp_path: Path
+@pytest.mark.parametrize("tests", ["together", "first"])
+def test_planted_bytecode_cannot_fake_a_failure_without_the_change_in_the_sandbox(
+    make_project: MakeProject, tmp_path: Path, tests: str
 ) -> None:
     agent_io = tmp_path / "agent-io"
     agent_io.mkdir()
     app = make_sandbox(SandboxMode.ON, readonly=[Path(sys.prefix), Path(sys.base_prefix), SUPPORT])
     assert app is not None
     sandbox: Sandbox = app.bind(writable=[agent_io])
-    project = make_project(CONFIG, files=FEATURE)
-    result = run_sandboxed(project, agent_io, sandbox, scenario(), gate_path=GATE_PATH)
-    assert_not_fooled(result)
+    project = make_project(config(tests), files=FEATURE)
+    result = run_sandboxed(project, agent_io, sandbox, scenario(tests), gate_path=GATE_PATH)
+    assert_not_fooled(result, tests)
 
 
 def test_bytecode_one_gate_run_plants_is_not_what_the_next_one_runs(tmp_path: Path) -> None:

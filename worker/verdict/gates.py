@@ -27,6 +27,13 @@ from worker.verdict.runners import (
 )
 
 JUNIT_VAR = "REQDRIVE_JUNIT_XML"  # where a gate with `junit: true` writes its report
+# Where each gate run's Python reads and writes its bytecode: a fresh folder of the worker's,
+# never the worktree's __pycache__/ (ignored, so kept between gate runs), where the agent or a
+# gate that ran its code may have left bytecode that does not match the source (an
+# unchecked-hash .pyc, or one stamped with the source's mtime and size), which Python would
+# run in place of the source on a later gate run: on the story's parent, say.
+PYCACHE_VAR = "PYTHONPYCACHEPREFIX"
+PYCACHE_DIR = "pycache"
 
 
 def gate_specs(
@@ -125,7 +132,8 @@ def run_gate(
         _drop_stale(cwd, spec.junit)
     with results_folder() as folder:
         setup = reporter_setup(spec, runner, folder, only, env)
-        gate_env = dict(env)
+        (folder / PYCACHE_DIR).mkdir()
+        gate_env = {**env, PYCACHE_VAR: str(folder / PYCACHE_DIR)}
         if spec.junit is True:
             gate_env[JUNIT_VAR] = str(folder / JUNIT_FILE)
 

@@ -1,6 +1,6 @@
 """What a story costs on a real project's test suite, beside one run of that suite by hand.
 
-    .venv/bin/python -m bench.story_cost [--stories 3] [--hand-runs 3]
+    .venv/bin/python -m bench.story_cost [--stories 3] [--by-assertion]
 
 The project is parso's sdist from PyPI (pure Python, 1,351 tests with its doctests), pinned by
 version and sha256 and kept under `.cache/bench/`. It is made a git repository on a bare
@@ -94,15 +94,22 @@ def story(n: int) -> dict[str, Any]:
     }
 
 
-def honest_change(n: int) -> dict[str, Any]:
-    """A module and its test, which fails without the module: the story's own proof."""
+def honest_change(n: int, *, by_assertion: bool = False) -> dict[str, Any]:
+    """A module and its test, which fails without the module: the story's own proof. The
+    test fails on the parent at its import (pytest stops at the collection error), or with
+    `by_assertion` in the test itself (the suite is collected and runs on)."""
+    test = f"from parso.answer_{n} import value\n\n\ndef test_value():\n    assert value() == {n}\n"
+    if by_assertion:
+        test = (
+            "import importlib\n\n\ndef test_value():\n"
+            f"    try:\n        value = importlib.import_module('parso.answer_{n}').value\n"
+            "    except ImportError:\n        value = None\n"
+            f"    assert value is not None and value() == {n}\n"
+        )
     return {
         "write": {
             f"parso/answer_{n}.py": f"def value():\n    return {n}\n",
-            f"test/test_answer_{n}.py": (
-                f"from parso.answer_{n} import value\n\n\n"
-                f"def test_value():\n    assert value() == {n}\n"
-            ),
+            f"test/test_answer_{n}.py": test,
         }
     }
 
@@ -135,13 +142,13 @@ def by_hand(checkout: Path) -> tuple[float, float]:
     return elapsed
 
 
-def one_run(project: Project, name: str, stories: int) -> dict[str, Any]:
+def one_run(project: Project, name: str, stories: int, *, by_assertion: bool) -> dict[str, Any]:
     planned = [story(n) for n in range(1, stories + 1)]
+    changes = {
+        f"US-{n:03d}": [honest_change(n, by_assertion=by_assertion)] for n in range(1, stories + 1)
+    }
     scenario = project.scenario(
-        {
-            "plan": [{"prd": {"project": "Answers", "userStories": planned}}],
-            "stories": {f"US-{n:03d}": [honest_change(n)] for n in range(1, stories + 1)},
-        }
+        {"plan": [{"prd": {"project": "Answers", "userStories": planned}}], "stories": changes}
     )
     run_id = name.lower()
     started, cpu = time.perf_counter(), cpu_s()
@@ -157,6 +164,10 @@ def one_run(project: Project, name: str, stories: int) -> dict[str, Any]:
     # A baseline from the cache is written to the run folder too, but nothing ran.
     ran = [p for p in rounds if not (cached and p.name == "baseline.gates.json")]
     gate_s = sum(g["durationS"] for p in ran for g in json.loads(p.read_text()))
+    # The tests calls' proofs (tests: first): on the test: commit, alone (the runner selected
+    # the story's test modules) or the whole suite.
+    proofs = [json.loads(p.read_text()) for p in ran if p.name.endswith("-tests.gates.json")]
+    alone = sum(1 for gates in proofs if any(g.get("selected") for g in gates))
     return {
         "wall_s": wall,
         "cpu_s": cpu,
@@ -164,6 +175,7 @@ def one_run(project: Project, name: str, stories: int) -> dict[str, Any]:
         # Of those, the fail-to-pass proofs on a story's parent: pytest stops at the
         # collection error of a test module importing what only the story adds.
         "parent_rounds": sum(1 for p in ran if p.name.endswith(".parent.gates.json")),
+        "proofs": f"{alone} alone, {len(proofs) - alone} whole",
         "gate_s": gate_s,
         "baseline_cached": cached,
         "final_reused": summary.get("gates_reused_from"),
@@ -173,6 +185,11 @@ def one_run(project: Project, name: str, stories: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--stories", type=int, default=3)
+    parser.add_argument(
+        "--by-assertion",
+        action="store_true",
+        help="each story's test fails on its parent by assertion, not at its import",
+    )
     args = parser.parse_args()
     n = args.stories
     with tempfile.TemporaryDirectory(prefix="reqdrive-bench-cost-") as tmp:
@@ -188,7 +205,9 @@ def main() -> int:
             hand.append(by_hand(checkout))
             if index == 1:  # the N-story run on a fresh work dir too
                 shutil.rmtree(project.work_dir, ignore_errors=True)
-            rows.append((label, stories, one_run(project, name, stories)))
+            rows.append(
+                (label, stories, one_run(project, name, stories, by_assertion=args.by_assertion))
+            )
         wall_ref = statistics.median(h[0] for h in hand)
         cpu_ref = statistics.median(h[1] for h in hand)
     load = os.getloadavg()[0]
@@ -197,14 +216,15 @@ def main() -> int:
     print(f"{PROJECT} {VERSION} by hand: wall median {wall_ref:.2f} s ({walls}); CPU median")
     print(f"{cpu_ref:.2f} s ({cpus}); 1-minute load {load:.1f}")
     print(
-        "| run | gate runs (parent proofs) | wall s | in gates s | CPU s "
+        "| run | gate runs (parent proofs) | tests-call proofs | wall s | in gates s | CPU s "
         "| wall / by hand | CPU / by hand | target |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for label, stories, row in rows:
         target = stories + (0.1 if "cached" in label else 1.1)  # the issue's targets
         print(
-            f"| {label} | {row['rounds']} ({row['parent_rounds']}) | {row['wall_s']:.1f} "
+            f"| {label} | {row['rounds']} ({row['parent_rounds']}) | {row['proofs']} "
+            f"| {row['wall_s']:.1f} "
             f"| {row['gate_s']:.1f} | {row['cpu_s']:.1f} | {row['wall_s'] / wall_ref:.2f} "
             f"| {row['cpu_s'] / cpu_ref:.2f} | ≤ {target:.1f} |"
         )

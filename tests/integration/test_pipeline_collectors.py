@@ -159,7 +159,11 @@ def js_op(name: str, body: str) -> dict[str, Any]:
 
 
 def jest_project(
-    make_project: MakeProject, *, npm_test: bool = False, ops: tuple[str, ...] = ("add", "mul")
+    make_project: MakeProject,
+    *,
+    npm_test: bool = False,
+    ops: tuple[str, ...] = ("add", "mul"),
+    files: dict[str, str] | None = None,
 ) -> Project:
     if shutil.which("node") is None:
         pytest.skip("node is not installed")
@@ -171,6 +175,7 @@ def jest_project(
             "package.json": PACKAGE.replace("JEST", str(jest)),
             **{f"{op}.test.js": js_test(op, EXPECTED[op]) for op in ops},
             "tests/test_base.py": None,
+            **(files or {}),
         },
     )
 

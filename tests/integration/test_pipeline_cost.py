@@ -145,3 +145,52 @@ def test_a_second_run_on_the_same_base_reuses_its_baseline_unless_the_gates_diff
     third = json.loads((project.run_dir("run-3") / "run.json").read_text())
     assert third["baseline_from_cache"] is None
     assert counted(project) == runs_before + 1  # the baseline; the final checks reuse it
+
+
+# A command that logs "run" for a run of the whole suite and "only" for one limited to chosen
+# tests (the worker names them in REQDRIVE_ONLY): the log lives outside the worktree.
+def selecting_project(make_project: MakeProject, tmp_path: Path, **files: str) -> Project:
+    log = tmp_path / "gate-runs.log"
+    command = f'echo "${{REQDRIVE_ONLY:+only}}${{REQDRIVE_ONLY:-run}}" | cut -c1-4 >> {log}; '
+    return make_project({"testCommand": command + PYTEST}, files=files or None)
+
+
+def whole_runs(project: Project) -> tuple[int, int]:
+    """(runs of the whole suite, runs of chosen tests only)."""
+    log = project.tmp / "gate-runs.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return lines.count("run"), lines.count("only")
+
+
+def test_the_proof_of_a_new_test_module_runs_only_its_tests(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    project = selecting_project(make_project, tmp_path)
+    scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    result = project.run(scenario)
+
+    assert result.ready, result.draft_reason
+    (story,) = result.stories
+    assert story.frozen is not None
+    assert story.frozen.at_parent == {"tests.test_feature_1": "failed"}
+    # The baseline and the implement attempt run the whole suite; the proof its new module.
+    assert whole_runs(project) == (2, 1)
+    assert story.frozen.proof_selected == ["tests/test_feature_1.py"]
+
+
+def test_the_proof_of_a_changed_conftest_runs_the_whole_suite(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    project = selecting_project(make_project, tmp_path)
+    story = implement(1)
+    fixture = "import pytest\n\n\n@pytest.fixture\ndef one():\n    return 1\n"
+    story["write"]["tests/conftest.py"] = fixture
+    scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [story]}})
+    result = project.run(scenario)
+
+    assert result.ready, result.draft_reason
+    (record,) = result.stories
+    # A conftest may change every test's state: the proof is a whole run (beside the
+    # baseline, the implement attempt and its checks with the test configuration as it was).
+    assert whole_runs(project) == (4, 0)
+    assert record.frozen is not None and record.frozen.proof_selected == []

@@ -18,6 +18,7 @@ from worker.verdict.test_side import (
     is_mixed,
     splice,
 )
+from worker.verdict.test_side import test_modules_only as modules_only
 from worker.verdict.test_side import test_part as settings_part
 
 DEFAULTS = TestSide.of(None)
@@ -148,3 +149,34 @@ def test_ecosystems_are_detected_and_init_writes_their_test_paths_commented(tmp_
     assert "# tests: first" in written
     for glob in default_test_paths(["python"]):
         assert f'#   - "{glob}"' in written
+
+
+@pytest.mark.parametrize(
+    ("changed", "expected"),
+    [
+        (["tests/test_api.py"], ["tests/test_api.py"]),
+        (["pkg/api_test.py", "src/add.test.js", "ui/x.spec.tsx"], None),
+        (["tests/test_api.py", "tests/conftest.py"], []),
+        (["tests/test_api.py", "tests/helpers.py"], []),
+        (["tests/test_api.py", "pyproject.toml"], []),
+        (["jest.config.test.js"], []),
+        (["tests/test_gone.py"], []),  # deleted: not a plain file at the commit
+        (["calc_test.go"], []),  # go selects by name, not by file
+        ([], []),
+    ],
+)
+def test_only_new_or_changed_test_modules_are_proven_alone(
+    tmp_path: Path, changed: list[str], expected: list[str] | None
+) -> None:
+    for path in changed:
+        if "gone" not in path:
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path).write_text("x\n")
+    assert modules_only(changed, tmp_path) == (changed if expected is None else expected)
+
+
+def test_a_test_module_that_is_a_link_is_not_proven_alone(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "real.py").write_text("x\n")
+    (tmp_path / "tests" / "test_api.py").symlink_to(tmp_path / "real.py")
+    assert modules_only(["tests/test_api.py"], tmp_path) == []

@@ -129,6 +129,8 @@ class FrozenTests(BaseModel):
     # Test configuration the frozen tests change (a conftest.py, pytest settings): shown.
     gate_changes: list[str] = Field(default_factory=list)
     proven: bool = True  # False: the checks give no per-test results to prove them with
+    # The test modules the proof ran alone on the parent; empty: it ran the whole suite.
+    proof_selected: list[str] = Field(default_factory=list)
 
 
 class AttemptRecord(BaseModel):

@@ -130,7 +130,8 @@ def run_gates_on(
     """The gates on the worktree as it is; what they wrote is dropped after.
 
     Each gate reports per test through a reporter the worker adds (verdict/runners.py),
-    cross-checked (GateResult.disagreements). With `only` (test ids, as results name them),
+    cross-checked (GateResult.disagreements). With `only` (test ids, as results name them,
+    or a test file's path for all its tests),
     just the gates that run tests run, and a runner that can select tests runs only those:
     pytest (reqdrive's plugin deselects the others), go (`-run` on their top-level names,
     in every package the command tests), jest and vitest (their files and a `-t` name

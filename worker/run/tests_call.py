@@ -13,11 +13,13 @@ from worker.report.inert_text import neutralize
 from worker.run.calls import call_agent, run_gates_on
 from worker.run.context import RunContext
 from worker.run.resume import story_trailer
+from worker.run.selected import run_files
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
 from worker.verdict.judging import MISSING, added_tests, reference_gates, tests_by_id
 from worker.verdict.secret_scan import SecretScanner
 from worker.verdict.story_verdict import proven_tests
 from worker.verdict.tampering import changed_files, gate_inputs, rewritten_tests
+from worker.verdict.test_side import test_modules_only
 
 PROBLEMS_SHOWN = 5
 # What a tests call's artifacts add to its iteration's names: iteration-3-tests.log, ...
@@ -79,10 +81,10 @@ class TestsCall:
             )
             return None, self._back(AttemptOutcome.CREDENTIAL_IN_CHANGE, why + ")", base)
         commit = ctx.git.commit(tests_subject(self.record), story_trailer(self.record.id))
-        gates = run_gates_on(ctx, self.label, fail_fast=False)
+        gates, alone = self._proof_run(commit)
         if ctx.cancel.is_set():
             return None, self._back(AttemptOutcome.CANCELLED, "cancelled", base)
-        frozen, problems = self._prove(commit, gates, reverted)
+        frozen, problems = self._prove(commit, gates, reverted, alone)
         if problems:
             why = "its tests were not frozen: " + "; ".join(problems[:PROBLEMS_SHOWN])
             more = len(problems) - PROBLEMS_SHOWN
@@ -95,11 +97,32 @@ class TestsCall:
             return None, record.model_copy(update={"gates": gates})
         return frozen, AttemptRecord(outcome=AttemptOutcome.PASSED, gates=gates, **base)
 
+    def _proof_run(self, commit: str) -> tuple[list[GateResult], list[str]]:
+        """The checks on the `test:` commit (the story's parent and its tests), and the test
+        modules they ran alone ([]: the whole suite ran).
+
+        Only new or changed test modules: their own tests run, through `only=`. Such a file
+        cannot change another test's state by itself (no conftest, config, fixture or
+        helper), and what it might still do at import (pytest still imports every module) is
+        caught by the implement attempt, whose whole run is judged pass-to-pass against the
+        story's reference. Anything else the tests call changed may change any test: the
+        whole suite runs, and every other test must keep its state here. A selection that
+        reported nothing of a module (a runner that names files otherwise) runs whole."""
+        ctx = self.ctx
+        modules = test_modules_only(changed_files(ctx.git.path, self.start, commit), ctx.git.path)
+        if modules:
+            gates = run_files(ctx, self.label, modules)
+            reported = tests_by_id(gates)
+            if reported is not None and all(_reported(m, reported) for m in modules):
+                return gates, modules
+        return run_gates_on(ctx, self.label, fail_fast=False), []
+
     def _prove(
-        self, commit: str, gates: Sequence[GateResult], reverted: list[str]
+        self, commit: str, gates: Sequence[GateResult], reverted: list[str], alone: list[str]
     ) -> tuple[FrozenTests, list[str]]:
         """Each new or changed test fails here, on the story's parent; no other test changed
-        state; no existing test changed that the plan did not name."""
+        state (checked here when the whole suite ran, else by the implement attempt); no
+        existing test changed that the plan did not name."""
         ctx, record, path = self.ctx, self.record, self.ctx.git.path
         reference = reference_gates(ctx.cp.stories, ctx.cp.baseline or [])
         changed = changed_files(path, self.start, commit)
@@ -108,6 +131,7 @@ class TestsCall:
             commit=commit,
             reverted=reverted,
             gate_changes=gate_inputs(path, self.start, commit, changed, ctx.gates),
+            proof_selected=alone,
         )
         before, now = tests_by_id(reference) or {}, tests_by_id(gates)
         if now is None:  # nothing per test to prove with: frozen, and said so
@@ -132,7 +156,7 @@ class TestsCall:
         # did not run, which tells nothing about them (the implement attempt runs them all).
         interrupted = any("::" not in t and s == TestStatus.FAILED for t, s in at_parent.items())
         for test_id, was in sorted(before.items()):
-            if interrupted and test_id not in now:
+            if (interrupted or alone) and test_id not in now:
                 continue
             if test_id not in at_parent and now.get(test_id) != was:
                 problems.append(
@@ -185,6 +209,14 @@ def changed_passing(
         AttemptOutcome.NEEDS_REVIEW,
         f"it changed passing tests ({', '.join(changed)}) as its plan said ({said})",
     )
+
+
+def _reported(module: str, reported: Mapping[str, object]) -> bool:
+    """Did the checks report this test file: a test in it, or its failure to load? (pytest
+    names it as a dotted module, the JS runners by its path.)"""
+    names = (module, module.removesuffix(".py").replace("/", "."))
+    classes = tuple(f"{n}." for n in names)  # a test class in it: "tests.test_x.TestA::..."
+    return any(t.partition("::")[0] in names or t.startswith(classes) for t in reported)
 
 
 def _file_of(test_id: str, changed: Sequence[str]) -> str | None:

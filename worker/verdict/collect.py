@@ -65,7 +65,10 @@ def collect(
         found = read_js_report(_copy(places, JSON_FILE, "json", redactor), places.cwd, limits)
         if only is not None and found.tests is not None:
             # The tests the name pattern left out are reported as not run: not ours.
-            found.tests = {t: s for t, s in found.tests.items() if t in only}
+            # An id without a name asks for a whole file.
+            found.tests = {
+                t: s for t, s in found.tests.items() if t in only or t.partition("::")[0] in only
+            }
             found.selecting = True
     elif runner in (Runner.PYTEST, None):
         found = _pytest(spec, runner, places, exit_code, redactor, limits)

@@ -8,7 +8,7 @@ import re
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from worker.model.repo_config import matches_any
 
@@ -70,6 +70,13 @@ TOML_HEADER_RE = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 INI_HEADER_RE = re.compile(r"^\[([^\]]+)\]")
 
 
+# A test module: a file of tests that the runner collects by itself and that no other test
+# reads (pytest's default python_files, the JS runners' *.test.* / *.spec.* files).
+TEST_MODULE_RE = re.compile(
+    r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|[^/]*\.(test|spec)\.[cm]?[jt]sx?)$"
+)
+
+
 class Unsplittable(ValueError):
     """A mixed file whose test part and the rest cannot be told apart line by line."""
 
@@ -96,6 +103,21 @@ class TestSide:
         """Is this path, or anything a folder here holds, on the test side? (A link to a
         folder is refused wherever it is: frozen_side.py.)"""
         return self.covers(path) or self.covers(f"{path}/x")
+
+
+def test_modules_only(changed: Sequence[str], root: Path) -> list[str]:
+    """The changed files, when every one is a test module still there as a plain file (new or
+    changed: no conftest, config, helper, fixture, data or mixed file, nothing deleted); else
+    []. Such a change cannot by itself change how another test is collected or configured."""
+    modules = [
+        path
+        for path in changed
+        if TEST_MODULE_RE.search(path)
+        and not matches_any(path, list(ALWAYS_TEST_PATHS))
+        and (root / path).is_file()
+        and not (root / path).is_symlink()
+    ]
+    return modules if changed and len(modules) == len(changed) else []
 
 
 def default_test_paths(ecosystems: Iterable[str]) -> list[str]:

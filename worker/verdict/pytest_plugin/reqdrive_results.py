@@ -4,7 +4,8 @@ Loaded by the worker from a read-only folder outside the repository (`-p reqdriv
 it appends one JSON object a line to the file named by REQDRIVE_RESULTS: `start`,
 `collected` (the ids kept for this run), `report` (one per setup/call/teardown phase),
 `collect` (a file that failed or was skipped whole), `finish` (pytest's exit status). With
-REQDRIVE_ONLY naming a file of test ids, the other tests are deselected. Ids are written as
+REQDRIVE_ONLY naming a file of test ids (or of test files, as paths from pytest's rootdir:
+every test in them), the other tests are deselected. Ids are written as
 pytest's JUnit report names them ("classname::name"), the ids the worker keeps for every
 test. It imports only the standard library and pytest: it runs in the gate's own
 interpreter, whatever that has installed.
@@ -74,11 +75,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not _only:
         return
-    kept = [item for item in items if junit_id(item.nodeid) in _only[0]]
-    dropped = [item for item in items if junit_id(item.nodeid) not in _only[0]]
+    kept = [item for item in items if _asked(item.nodeid)]
+    dropped = [item for item in items if not _asked(item.nodeid)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def _asked(nodeid: str) -> bool:
+    return junit_id(nodeid) in _only[0] or nodeid.partition("::")[0] in _only[0]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

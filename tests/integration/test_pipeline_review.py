@@ -283,6 +283,26 @@ def test_a_change_quoting_the_requirement_is_never_shown_to_the_blind_reviewer(
     assert review_calls(project) == []
 
 
+def test_wording_the_repository_held_before_the_change_does_not_stop_the_review(
+    make_project: MakeProject,
+) -> None:
+    # A requirement written from a real project quotes it (a test's name, a docstring); the
+    # repository saying so before the story tells the blind reviewer nothing new. Seen on a
+    # real project (mpath): its old test's title was the requirement's sentence.
+    project = make_project(
+        config={"testCommand": "python -m pytest -q -p no:cacheprovider"},
+        files={
+            "docs/requirements/REQ-001-demo.md": REQUIREMENT,
+            "OPERATIONS.md": f"Wanted one day: {CRITERIA[0].lower()}.\n",
+        },
+    )
+    result = run(project, {"stories": {"US-001": [FIXED]}})
+
+    [story] = result.stories
+    assert story.state is StoryState.PASSED, story.attempts[-1].reason
+    assert review_calls(project)[:2] == ["describe 1", "compare 1"]
+
+
 def test_the_blind_reviewer_sees_no_word_of_the_requirement_in_its_prompt_or_its_sandbox(
     make_project: MakeProject, sandbox: Sandbox, agent_io: Path
 ) -> None:

@@ -5,7 +5,7 @@ Fresh: no git history, no ignored files, never the requirement's file."""
 from __future__ import annotations
 
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -74,6 +74,27 @@ def leak_in_files(folder: Path, secret_sentences: Sequence[str]) -> tuple[str, s
     """(file, sentence) for the first file under `folder` holding one of the sentences."""
     if not secret_sentences:
         return None
+    for name, text in _texts(folder):
+        leak = first_leak(text, secret_sentences)
+        if leak is not None:
+            return name, leak
+    return None
+
+
+def held_in_files(folder: Path, secret_sentences: Sequence[str]) -> set[str]:
+    """The sentences some file under `folder` already holds."""
+    left, held = list(secret_sentences), set()
+    for _, text in _texts(folder):
+        while left and (found := first_leak(text, left)) is not None:
+            held.add(found)
+            left.remove(found)
+        if not left:
+            break
+    return held
+
+
+def _texts(folder: Path) -> Iterator[tuple[str, str]]:
+    """Each plain file under `folder` as text, within the scan's size budgets."""
     budget = SCAN_TOTAL_BYTES
     for path in sorted(folder.rglob("*")):
         if path.is_symlink() or not path.is_file():
@@ -82,8 +103,4 @@ def leak_in_files(folder: Path, secret_sentences: Sequence[str]) -> tuple[str, s
         if size > SCAN_FILE_BYTES or size > budget:
             continue
         budget -= size
-        text = path.read_bytes().decode("utf-8", errors="replace")
-        leak = first_leak(text, secret_sentences)
-        if leak is not None:
-            return str(path.relative_to(folder)), leak
-    return None
+        yield str(path.relative_to(folder)), path.read_bytes().decode("utf-8", errors="replace")

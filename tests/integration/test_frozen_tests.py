@@ -390,7 +390,7 @@ echo "{sysconfig.get_paths()["purelib"]}" > "$site/suite.pth"
 """
 
 
-def test_a_pth_file_dropped_into_the_setups_ignored_virtualenv_is_removed(
+def test_a_pth_file_dropped_into_the_setups_ignored_virtualenv_is_refused(
     make_project: MakeProject, agent_io: Path, sandbox: Sandbox
 ) -> None:
     project = make_project(
@@ -415,4 +415,7 @@ def test_a_pth_file_dropped_into_the_setups_ignored_virtualenv_is_removed(
         f"{site}/calc_fix.py": SITECUSTOMIZE,
     }
     result = run(project, agent_io, sandbox, cheat({}, {"write": writes}))
-    assert_caught(result, f"{site}/zz_fix.pth")
+    # The setup's folders are read-only to the agent (docs/sandbox.md): the write fails, the
+    # call with it, and the checks run the code as written.
+    story = assert_caught(result)
+    assert story.attempts[-1].agent_exit_code not in (None, 0)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Collection
 from dataclasses import replace
+from pathlib import Path
 
 from worker.agents.base import AgentCall, AgentOutcome
 from worker.agents.claude import ClaudeRunner
 from worker.agents.pricing import CallCost, call_cost, with_cost
 from worker.confine.disk import empty_folders, over_quota
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS
-from worker.confine.safe_paths import empty_folder
+from worker.confine.safe_paths import LinkError, empty_folder, parent_of, remove_under
 from worker.confine.sandbox import Sandbox, SandboxNetwork
-from worker.exceptions import BudgetReached
+from worker.exceptions import AgentError, BudgetReached
 from worker.model.gates import GateResult
 from worker.model.repo_config import GatesMode
 from worker.model.state import StopReason
@@ -26,6 +29,8 @@ from worker.verdict.gates import run_gates
 # (verdict/unstartable.py) instead of the checks running the newest major of the runner; and
 # no update check reaching the registry from every npm command. `npx --yes` still downloads.
 NPM_CHECK_SETTINGS = {"npm_config_yes": "false", "npm_config_update_notifier": "false"}
+# The folders a setup fills when `setupCache` names none (worker/run/setup.py caches them).
+DEFAULT_SETUP_FOLDERS = (".venv", "node_modules")
 
 
 def budget_reached(ctx: RunContext) -> BudgetReached | None:
@@ -58,6 +63,7 @@ def call_agent(
     folder = ctx.folder
     prompt_path = folder.write_text(folder.prompt_path(label).name, prompt)
     sandbox = _agent_sandbox(ctx)
+    environment = _setup_state(ctx, deep=sandbox is None)
     call = AgentCall(
         prompt_file=prompt_path,
         cwd=ctx.git.path,
@@ -81,6 +87,7 @@ def call_agent(
     ctx.reporter.agent_finished(str(label), outcome.duration_s, _ended(ctx, outcome))
     sweep_leftovers(ctx)
     ctx.git.secure()  # before any git of ours reads what it may have planted
+    _check_setup_state(ctx, environment, deep=sandbox is None)
     places = ctx.places
     if over := over_quota(
         (ctx.git.path, places.home, places.handoff, places.git_view), ctx.spec.limits
@@ -181,11 +188,77 @@ def _agent_sandbox(ctx: RunContext) -> Sandbox | None:
     if ctx.spec.sandbox is None:
         return None
     view = ctx.git.agent_view(ctx.places.git_view)
+    # The setup's installed environment read-only over the writable worktree: the agent
+    # reads it, but an edited package or a planted .pth would change every later check.
+    worktree = ctx.git.path
+    installed = [worktree / name for name in setup_folders(ctx) if real_folder(worktree, name)]
     return ctx.spec.sandbox.bind(
         writable=[ctx.places.home, handoff, view.git_dir],
         readonly=[*ctx.toolchains.folders, view.objects],
-        shadows=[(view.git_file, ctx.git.path / ".git")],
+        shadows=[(view.git_file, worktree / ".git"), *((p, p) for p in installed)],
     )
+
+
+def setup_folders(ctx: RunContext) -> list[str]:
+    """The folders the repository's `setup` fills (none without one): `setupCache`'s and
+    the usual ones, which the worker keeps out of git and every check runs with."""
+    if not ctx.config.setup:
+        return []
+    return list(dict.fromkeys([*(ctx.config.setup_cache or {}), *DEFAULT_SETUP_FOLDERS]))
+
+
+def real_folder(root: Path, rel: str) -> bool:
+    """Is root/rel a folder, reached without following any link?"""
+    try:
+        with parent_of(root, rel) as (folder, name):
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except (LinkError, FileNotFoundError, NotADirectoryError):
+        return False
+    return stat.S_ISDIR(info.st_mode)
+
+
+def _setup_state(ctx: RunContext, *, deep: bool) -> dict[str, tuple[int, ...] | None]:
+    """Each setup folder's state: None when absent; when `deep` (no sandbox binds them
+    read-only) a fingerprint of every entry's kind, size, inode and change times."""
+    worktree = ctx.git.path
+    state: dict[str, tuple[int, ...] | None] = {}
+    for name in setup_folders(ctx):
+        if not real_folder(worktree, name):
+            state[name] = None
+        else:
+            state[name] = _fingerprint(worktree / name) if deep else ()
+    return state
+
+
+def _fingerprint(folder: Path) -> tuple[int, ...]:
+    # ctime too: no one can set it back, as `touch` sets an edited file's mtime back.
+    facts: list[int] = []
+    for where, dirs, files in os.walk(folder, followlinks=False):
+        dirs.sort()
+        for entry in sorted((*dirs, *files)):
+            info = os.lstat(os.path.join(where, entry))
+            facts.append(hash((where, entry)))
+            facts += [info.st_mode, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
+    return tuple(facts)
+
+
+def _check_setup_state(
+    ctx: RunContext, before: dict[str, tuple[int, ...] | None], *, deep: bool
+) -> None:
+    """After an agent call: a setup folder it made or changed is removed, and the run ends
+    (AgentError): every later check would run with what it installed, not the setup's."""
+    after = _setup_state(ctx, deep=deep)
+    changed = [name for name, state in after.items() if state != before.get(name)]
+    if not changed:
+        return
+    for name in changed:
+        remove_under(ctx.git.path, name)
+    why = (
+        f"the agent changed the setup's installed environment ({', '.join(changed)}), "
+        "which every later check runs with; removed, and the run stops"
+    )
+    ctx.folder.append_progress(why)
+    raise AgentError(why)
 
 
 def sweep_leftovers(ctx: RunContext) -> None:

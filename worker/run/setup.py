@@ -17,14 +17,13 @@ from worker.confine.safe_paths import (
     LinkError,
     fresh_folder,
     open_under,
-    parent_of,
     remove_tree,
     remove_under,
 )
 from worker.exceptions import SetupFailed
 from worker.git.runner import run_git
 from worker.model.gates import GateResult, GateSpec
-from worker.run.calls import setup_sandbox, sweep_leftovers
+from worker.run.calls import real_folder, setup_folders, setup_sandbox, sweep_leftovers
 from worker.run.context import RunContext
 
 SETUP = "setup"  # its log is the run folder's setup.log; the console names it so
@@ -57,7 +56,7 @@ def set_up(ctx: RunContext) -> None:
     folders = cache_folders(worktree, ctx.config.setup_cache)
     # The usual setup folders too, cached or not: the clean-up after each check would
     # remove an untracked `.venv` a setup made without a key file init knows.
-    exclude_from_git(worktree, list(dict.fromkeys([*folders, *DEFAULT_CACHE])))
+    exclude_from_git(worktree, list(dict.fromkeys([*folders, *setup_folders(ctx)])))
     key = cache_key(worktree, command, folders, ctx.gate_env.get("PATH", ""))
     saved = ctx.spec.work_dir / "setup-cache" / key
     restored = [name for name in folders if _copy(saved, name, worktree, name)]
@@ -179,7 +178,7 @@ def _copy(source_root: Path, source: str, target_root: Path, target: str) -> boo
     """Copy the folder source_root/source to target_root/target (replaced) with `cp -a`,
     which copies links as links, never what they name; False, with nothing copied, when the
     source is no real folder or a link leads on either way (the setup made them)."""
-    if not _real_folder(source_root, source):
+    if not real_folder(source_root, source):
         return False
     try:
         fresh_folder(target_root, target)  # empty, its way made, refused through a link
@@ -193,15 +192,6 @@ def _copy(source_root: Path, source: str, target_root: Path, target: str) -> boo
     if done.returncode != 0:
         remove_under(target_root, target)
     return done.returncode == 0
-
-
-def _real_folder(root: Path, rel: str) -> bool:
-    try:
-        with parent_of(root, rel) as (folder, name):
-            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except (LinkError, FileNotFoundError, NotADirectoryError):
-        return False
-    return stat.S_ISDIR(info.st_mode)
 
 
 def _save(saved: Path, worktree: Path, folders: list[str]) -> None:

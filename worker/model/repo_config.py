@@ -57,6 +57,15 @@ def _setup_folder(value: str) -> str:
 SetupFolder = Annotated[str, AfterValidator(_setup_folder)]
 
 
+# The folders a setup fills when `setupCache` names none, each with the files (globs at the
+# top of the repository) whose content decides whether a saved copy still fits. The agent
+# sees them read-only, whichever names them (worker/run/calls.py).
+DEFAULT_SETUP_CACHE: dict[str, tuple[str, ...]] = {
+    ".venv": ("requirements*.txt", "pyproject.toml", "uv.lock", "poetry.lock", "setup.py"),
+    "node_modules": ("package-lock.json",),
+}
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key written twice in one mapping (PyYAML keeps the
     last silently, so a second `testCommand` would quietly replace the first)."""
@@ -124,7 +133,7 @@ class RepoConfig(BaseModel):
     # checks' sandbox with the package registries reachable.
     setup: str | None = Field(default=None, min_length=1)
     # Folders the setup fills, each with the files whose content keys its cache (globs at the
-    # top of the repository); None: the ecosystem defaults (worker/run/setup.py).
+    # top of the repository); None: the ecosystem defaults (DEFAULT_SETUP_CACHE).
     setup_cache: dict[SetupFolder, list[str]] | None = Field(default=None, alias="setupCache")
     gates: list[GateSpec] = Field(default_factory=list)
     # strict mode would demand an enum instance; YAML gives the string

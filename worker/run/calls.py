@@ -18,7 +18,7 @@ from worker.confine.safe_paths import LinkError, empty_folder, parent_of, remove
 from worker.confine.sandbox import Sandbox, SandboxNetwork
 from worker.exceptions import AgentError, BudgetReached
 from worker.model.gates import GateResult
-from worker.model.repo_config import GatesMode
+from worker.model.repo_config import DEFAULT_SETUP_CACHE, GatesMode
 from worker.model.state import StopReason
 from worker.run.context import RunContext
 from worker.run.turn_budget import TurnBudget
@@ -30,7 +30,6 @@ from worker.verdict.gates import run_gates
 # no update check reaching the registry from every npm command. `npx --yes` still downloads.
 NPM_CHECK_SETTINGS = {"npm_config_yes": "false", "npm_config_update_notifier": "false"}
 # The folders a setup fills when `setupCache` names none (worker/run/setup.py caches them).
-DEFAULT_SETUP_FOLDERS = (".venv", "node_modules")
 
 
 def budget_reached(ctx: RunContext) -> BudgetReached | None:
@@ -204,7 +203,7 @@ def setup_folders(ctx: RunContext) -> list[str]:
     the usual ones, which the worker keeps out of git and every check runs with."""
     if not ctx.config.setup:
         return []
-    return list(dict.fromkeys([*(ctx.config.setup_cache or {}), *DEFAULT_SETUP_FOLDERS]))
+    return list(dict.fromkeys([*(ctx.config.setup_cache or {}), *DEFAULT_SETUP_CACHE]))
 
 
 def real_folder(root: Path, rel: str) -> bool:

@@ -23,6 +23,7 @@ from worker.confine.safe_paths import (
 from worker.exceptions import SetupFailed
 from worker.git.runner import run_git
 from worker.model.gates import GateResult, GateSpec
+from worker.model.repo_config import DEFAULT_SETUP_CACHE
 from worker.run.calls import real_folder, setup_folders, setup_sandbox, sweep_leftovers
 from worker.run.context import RunContext
 
@@ -33,12 +34,6 @@ SETUP_TIMEOUT_S = 1800.0
 ORIGIN = ".reqdrive-origin"
 RELOCATED_MAX_BYTES = 1 << 20  # larger files (bundles, data) are left as they are
 TAIL_LINES = 20  # of a failed setup's output, in the run's error
-# The folders a setup fills when `setupCache` names none, each with the files (globs at the
-# top of the repository) whose content decides whether a saved copy still fits.
-DEFAULT_CACHE: dict[str, tuple[str, ...]] = {
-    ".venv": ("requirements*.txt", "pyproject.toml", "uv.lock", "poetry.lock", "setup.py"),
-    "node_modules": ("package-lock.json",),
-}
 
 
 def set_up(ctx: RunContext) -> None:
@@ -83,7 +78,7 @@ def cache_folders(worktree: Path, configured: dict[str, list[str]] | None) -> di
     names = os.listdir(worktree)
     return {
         folder: list(globs)
-        for folder, globs in DEFAULT_CACHE.items()
+        for folder, globs in DEFAULT_SETUP_CACHE.items()
         if any(fnmatch.filter(names, g) for g in globs)
     }
 

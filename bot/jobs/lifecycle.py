@@ -33,7 +33,10 @@ FORGET_LOCK_S = 60.0
 def close_pull(rt: Runtime, request: RunRequest, *, merged: bool) -> dict[str, object]:
     """A reqdrive pull request closed or merged: its run stops, its state goes."""
     record = rt.records.for_branch(request.repo, request.branch or "")
-    if record is None:
+    # The branch name alone is anyone's to choose: a fork's pull request from a branch called
+    # reqdrive/<slug>, closed, would stop and wipe that run. Only the run's own pull request
+    # ends it.
+    if record is None or record.pull_number != request.issue_number:
         return {"status": "no run"}
     return {
         "status": end_run(rt, record, "merged" if merged else "closed"),

@@ -74,6 +74,22 @@ def test_a_merged_pull_requests_run_state_goes_and_commands_on_it_get_one_short_
     assert len(scene.gh.writes()) == writes + 6  # a 👀 and the one reply, per command
 
 
+def test_another_pull_request_from_a_branch_of_the_same_name_ends_nothing(
+    scene: Scene,  # noqa: F811
+) -> None:
+    # A fork can name its branch reqdrive/<slug> and close its own pull request.
+    _issue, record, pull = built(scene)
+    checkpoints = RedisCheckpointStore(scene.conn)
+    other = int(str(pull["number"])) + 100
+
+    scene.enqueue(JobKind.CLOSE, issue_number=other, branch=record.branch, merged=False)
+    scene.work()
+
+    assert checkpoints.load(record.run_id) is not None
+    assert (work_dir(scene) / "runs" / record.run_id).is_dir()
+    assert scene.records().gone(record.run_id) is None
+
+
 def test_closing_a_pull_request_while_its_run_runs_stops_it_and_its_worker_removes_it(
     scene: Scene,  # noqa: F811
 ) -> None:

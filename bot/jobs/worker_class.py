@@ -158,4 +158,5 @@ class ReqdriveWorker(Worker):
         said = str(error).strip().splitlines() if error is not None else []
         kind = type(error).__name__
         line = f"{kind}: {said[0]}" if said else kind
-        return self._redactor.redact(line[:ERROR_CHARS])
+        # Redacted whole, then cut: a secret cut in two would no longer match.
+        return self._redactor.redact(line)[:ERROR_CHARS]

@@ -13,7 +13,7 @@ from worker.confine.gate_homes import own_home, results_folder
 from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.processes import ProcessOutcome, run_process
 from worker.confine.redact import Redactor
-from worker.confine.safe_paths import LinkError, unlink_under
+from worker.confine.safe_paths import LinkError, empty_folder, unlink_under
 from worker.confine.sandbox import Sandbox
 from worker.model.gates import UNSAFE_NAME_RE, GateResult, GateSpec
 from worker.verdict.collect import Places, collect, runs_tests
@@ -154,6 +154,9 @@ def run_gate(
         if setup.plugin and PLUGIN_UNLOADED in process.output_tail:
             # The command set PYTHONPATH where the worker could not see it (a script): run
             # again with pytest's JUnit report alone; the results say the plugin was missing.
+            # The tested code can print the marker too: nothing the first run wrote may be
+            # read as the second's.
+            empty_folder(folder)
             process = launch(setup.without_plugin(spec))
         places = Places(cwd=cwd, folder=folder, log=log_path, output_dir=output_dir, stem=stem)
         found = collect(spec, runner, places, process.exit_code, redactor, limits, only)
@@ -174,7 +177,12 @@ def run_gate(
         failures=found.failures,
         failure_sites=found.sites,
         disagreements=[redactor.redact(d) for d in found.disagreements],
-        no_results="" if tested or not runs_tests(spec, runner) else hint(runner, spec, cwd),
+        # The hint quotes the command, which may inline a secret.
+        no_results=(
+            ""
+            if tested or not runs_tests(spec, runner)
+            else redactor.redact(hint(runner, spec, cwd))
+        ),
         selected=sorted(only) if only is not None and tested and found.selecting else None,
     )
 

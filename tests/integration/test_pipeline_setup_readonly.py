@@ -105,3 +105,29 @@ def test_unconfined_a_call_that_edits_the_installed_environment_ends_the_run(
     project = make_project(config(tests), files=FEATURE)
     with pytest.raises(AgentError, match=r"changed the setup's installed environment \(\.venv\)"):
         project.run(project.scenario(scenario(tests)), gate_path=GATE_PATH)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
+def test_the_storys_code_run_by_the_checks_cannot_edit_the_installed_environment_either(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    # Not the agent's call this time: the story's test, when the checks import it, forges
+    # the installed package, which the check on the story's parent then imports.
+    agent_io = tmp_path / "agent-io"
+    agent_io.mkdir()
+    app = make_sandbox(SandboxMode.ON, readonly=[Path(sys.prefix), Path(sys.base_prefix), SUPPORT])
+    assert app is not None
+    sandbox: Sandbox = app.bind(writable=[agent_io])
+    planting_test = {
+        "tests/test_feature.py": PLANT.replace("; ", "\n")
+        + "\nfrom feature import value\n\n\ndef test_value():\n    assert value() == 1\n"
+    }
+    attempt = {"write": {**MARKED, **planting_test}}
+    data = {
+        "plan": [{"prd": {"project": "Feature", "userStories": [story(1, "value", [])]}}],
+        "stories": {"US-001": [attempt]},
+    }
+    project = make_project(config("together"), files=FEATURE)
+    result = run_sandboxed(project, agent_io, sandbox, data, gate_path=GATE_PATH)
+    [record] = result.stories
+    assert record.state is not StoryState.PASSED, record.attempts[-1].reason

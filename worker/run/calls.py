@@ -158,7 +158,7 @@ def run_gates_on(
         parallel=ctx.config.gates_mode is GatesMode.PARALLEL,
         fail_fast=fail_fast,
         cancel=ctx.cancel,
-        sandbox=_gate_sandbox(ctx),
+        sandbox=_gate_sandbox(ctx, frozen_setup=True),
         homes=ctx.places.gate_home,
         limits=ctx.spec.limits,
         only=only,
@@ -268,16 +268,26 @@ def sweep_leftovers(ctx: RunContext) -> None:
         ctx.folder.append_progress(note)
 
 
-def _gate_sandbox(ctx: RunContext) -> Sandbox | None:
+def _gate_sandbox(ctx: RunContext, *, frozen_setup: bool = False) -> Sandbox | None:
     """The sandbox for a gate run: the worktree and a git folder of its own (run_gates adds
-    each gate's own HOME); not the agent's HOME nor the hand-over folder."""
+    each gate's own HOME); not the agent's HOME nor the hand-over folder. With
+    `frozen_setup`, the setup's Python environments read-only: the story's code runs in the
+    checks, and a .pth or a patched package it left there would run in every later check,
+    on the parent commits that prove its tests too. (node_modules stays writable: runners
+    keep their caches in it, nyc and vitest among them.)"""
     if ctx.spec.sandbox is None:
         return None
     view = ctx.git.agent_view(ctx.places.git_view)
+    worktree = ctx.git.path
+    frozen = [
+        worktree / name
+        for name in (setup_folders(ctx) if frozen_setup else [])
+        if name != "node_modules" and real_folder(worktree, name)
+    ]
     return ctx.spec.sandbox.bind(
         writable=[view.git_dir],
         readonly=[*ctx.toolchains.folders, view.objects],
-        shadows=[(view.git_file, ctx.git.path / ".git")],
+        shadows=[(view.git_file, worktree / ".git"), *((p, p) for p in frozen)],
     )
 
 

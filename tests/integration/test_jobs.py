@@ -444,8 +444,10 @@ def test_a_job_queued_under_the_old_worker_jobs_name_runs_the_bot_job(scene: Sce
     assert "/reqdrive retry US-003" in reply["body"]
 
 
-def running_record(scene: Scene, run_id: str, branch: str, installation_id: int = 7) -> None:
-    """A run some worker is running: its record and a live heartbeat."""
+def running_record(
+    scene: Scene, run_id: str, branch: str, installation_id: int = 7, pull: int | None = None
+) -> None:
+    """A run some worker is running (with its pull request): its record and a heartbeat."""
     record = RunRecord(
         run_id=run_id,
         repo=REPO,
@@ -456,14 +458,15 @@ def running_record(scene: Scene, run_id: str, branch: str, installation_id: int 
         branch=branch,
         base_branch="main",
         clone_url="unused",
+        pull_number=pull,
     )
     scene.records().save(record)
     scene.records().beat(run_id)
 
 
 def test_closing_a_reqdrive_pull_request_stops_its_run(scene: Scene) -> None:
-    running_record(scene, "run-a", "reqdrive/issue-9-x")
-    running_record(scene, "run-b", "reqdrive/other")
+    running_record(scene, "run-a", "reqdrive/issue-9-x", pull=12)
+    running_record(scene, "run-b", "reqdrive/other", pull=13)
 
     scene.enqueue(
         JobKind.CLOSE,

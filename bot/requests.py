@@ -19,6 +19,9 @@ class JobKind(StrEnum):
     CLOSE = "close"  # a reqdrive pull request was closed or merged: stop its run
     UNINSTALL = "uninstall"  # the App was uninstalled: drop the installation's tokens and runs
     SCAN = "scan"  # a push whose payload may not list every file: ask GitHub what changed
+    # CI that is not reqdrive's completed on a reqdrive PR's head: fix it if it failed
+    CI_FIX = "ci_fix"
+    HANDOFF = "handoff"  # a person pushed to a reqdrive branch: its PR is theirs now
 
 
 class RunRequest(BaseModel):
@@ -41,3 +44,7 @@ class RunRequest(BaseModel):
     comment_id: int | None = None
     branch: str | None = None  # a closed pull request's head branch
     merged: bool | None = None  # whether that pull request was merged (closed without, if not)
+    # CI on a pull request's head (ci_fix): the workflow run or check suite that completed
+    workflow_run_id: int | None = None
+    check_suite_id: int | None = None
+    conclusion: str | None = None

@@ -18,6 +18,9 @@ RUN_PERMISSIONS: Mapping[str, str] = {
     "checks": "write",
     "metadata": "read",  # collaborator permission, default branch
 }
+# A CI fix is a run that also reads CI: its workflow runs, jobs and logs (actions), and
+# other Apps' check suites, check runs and annotations (checks, written for its own).
+CI_PERMISSIONS: Mapping[str, str] = {**RUN_PERMISSIONS, "actions": "read"}
 REPLY_PERMISSIONS: Mapping[str, str] = {
     "contents": "read",  # the repository's config, the PR's branch
     "pull_requests": "write",  # a reply on a pull request is an issue comment on it

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from bot.github.auth import RUN_PERMISSIONS
+from bot.jobs.ci_fix import handle_ci_fix, handle_hand_off
 from bot.jobs.drive import AlreadyRunning, execute
 from bot.jobs.handlers import (
     handle_cancel,
@@ -85,6 +86,17 @@ def scan_push(**arguments: Any) -> dict[str, object]:
     the push changed there and queue their runs as intake would have (same job ids, dedupe,
     coalescing)."""
     return run_job(JobKind.SCAN, arguments, handle_scan)
+
+
+def fix_ci(**arguments: Any) -> dict[str, object]:
+    """CI that is not reqdrive's completed on a reqdrive PR's head: a failure gets a CI-fix
+    story on the branch while attempts last; a success after a fix is said once."""
+    return run_job(JobKind.CI_FIX, arguments, handle_ci_fix)
+
+
+def hand_off(**arguments: Any) -> dict[str, object]:
+    """A person pushed to a reqdrive branch: its pull request's CI is theirs to fix now."""
+    return run_job(JobKind.HANDOFF, arguments, handle_hand_off)
 
 
 def resume_run(run_id: str) -> dict[str, object]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from rq import get_current_job
 
-from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
+from bot.github.auth import CI_PERMISSIONS, REPLY_PERMISSIONS, RUN_PERMISSIONS
 from bot.github.client import RepoClient
 from bot.jobs.drive import AlreadyRunning
 from bot.jobs.preflight import Refusal, is_bot
@@ -34,9 +34,12 @@ PERMISSIONS = {
     JobKind.RUN: RUN_PERMISSIONS,
     JobKind.RETRY: RUN_PERMISSIONS,
     JobKind.PLAN: RUN_PERMISSIONS,
+    JobKind.CI_FIX: CI_PERMISSIONS,
 }
 # GitHub's own events, not requests by a person: a merge queue's bot may close a PR too.
-LIFECYCLE_KINDS = frozenset({JobKind.CLOSE, JobKind.UNINSTALL})
+# CI completing is GitHub's too (its sender is whoever pushed: reqdrive itself, after a fix),
+# and a push hands a PR off without a 👀 on it.
+LIFECYCLE_KINDS = frozenset({JobKind.CLOSE, JobKind.UNINSTALL, JobKind.CI_FIX, JobKind.HANDOFF})
 
 
 def run_job(kind: JobKind, arguments: dict[str, Any], handler: Handler) -> Answer:

@@ -156,7 +156,9 @@ def create_asgi_app(settings: Settings | None = None) -> WebhookASGI:
     intake = Intake(
         settings.github_webhook_secret.get_secret_value(),
         Enqueuer(connection, settings.reqdrive_queue, timeout_s),
-        TriggerContext(settings.reqdrive_trigger_label, settings.reqdrive_app_slug),
+        TriggerContext(
+            settings.reqdrive_trigger_label, settings.reqdrive_app_slug, settings.github_app_id
+        ),
     )
     counter = DeliveryCounter(connection)
     budget_bytes = settings.reqdrive_body_budget_mib * 1024 * 1024

@@ -43,11 +43,15 @@ JOB_FUNCTIONS = {
     JobKind.CLOSE: "bot.jobs.close_run",
     JobKind.UNINSTALL: "bot.jobs.drop_installation",
     JobKind.SCAN: "bot.jobs.scan_push",
+    JobKind.CI_FIX: "bot.jobs.fix_ci",
+    JobKind.HANDOFF: "bot.jobs.hand_off",
 }
 # Only runs share their requirement's job id and coalesce: the same label or push twice is
 # one run. A retry, plan or any other command is a person's request: one job per comment, so
 # none is swallowed by a queued run; the job itself refuses to run beside a running one.
 COALESCING_KINDS = frozenset({JobKind.RUN})
+# Jobs that run the engine (its timeout and retries, queued behind replies).
+ENGINE_KINDS = frozenset({JobKind.RUN, JobKind.RETRY, JobKind.PLAN, JobKind.CI_FIX})
 SLUG_MAX = 40
 
 # Why not rq's Queue.enqueue(..., unique=True): it refuses any id whose hash still exists,
@@ -139,6 +143,9 @@ def job_id_for(request: RunRequest) -> str:
     if request.kind not in COALESCING_KINDS:
         key.append(str(request.comment_id))  # one job per command comment
         prefix = request.kind.value
+    if request.kind in (JobKind.CI_FIX, JobKind.HANDOFF):  # one per CI result, one per push
+        ci = (request.workflow_run_id, request.check_suite_id, request.head_sha)
+        key += [str(value) for value in ci if value]
     digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:12]
     name = target.rsplit("/", 1)[-1].removesuffix(".md")
     return f"{prefix}-{slugify(name, max_len=SLUG_MAX)}-{digest}"
@@ -155,7 +162,7 @@ def rq_job(
     """The job rq itself would store for this request (rq's public Job.create; nothing is
     written: the accept script stores its to_dict())."""
     kind = request.kind
-    runs = kind in COALESCING_KINDS or kind in {JobKind.RETRY, JobKind.PLAN}
+    runs = kind in ENGINE_KINDS
     job = Job.create(
         JOB_FUNCTIONS[kind],
         kwargs=request.model_dump(mode="json"),
@@ -231,7 +238,7 @@ class Enqueuer:
             "id": job_id,
             "kind": request.kind.value,
             # Replies ahead of runs: a comment's answer must not wait behind queued runs.
-            "front": request.kind not in {JobKind.RUN, JobKind.RETRY, JobKind.PLAN},
+            "front": request.kind not in ENGINE_KINDS,
             "coalesce": coalesce,
             "rerun": rerun,
             "fields": fields,

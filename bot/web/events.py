@@ -92,6 +92,43 @@ class PullRequest(BaseModel):
     merged: bool | None = None
 
 
+class PullHead(BaseModel):
+    model_config = _PAYLOAD_CONFIG
+
+    ref: Name
+    sha: Sha
+
+
+class PullRef(BaseModel):
+    """A pull request as check_suite and workflow_run name it: number and head only."""
+
+    model_config = _PAYLOAD_CONFIG
+
+    number: Number
+    head: PullHead
+
+
+class App(BaseModel):
+    model_config = _PAYLOAD_CONFIG
+
+    id: Id
+    slug: Name | None = None  # GitHub sends it; octokit's older examples leave it out
+
+
+class CiResult(BaseModel):
+    """What check_suite.completed and workflow_run.completed say alike: which commit, how it
+    ended, and the pull requests whose head it is (empty for a fork's)."""
+
+    model_config = _PAYLOAD_CONFIG
+
+    id: Id
+    head_sha: Sha
+    head_branch: Name | None = None
+    conclusion: Name | None = None
+    pull_requests: list[PullRef] = Field(default_factory=list)
+    app: App | None = None  # a check suite's App (reqdrive's own is never judged here)
+
+
 class Comment(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
@@ -127,6 +164,9 @@ class Payload(BaseModel):
     after: Sha | None = None
     deleted: bool = False
     commits: list[Commit] = Field(default_factory=list)
+    # check_suite and workflow_run (Red CI)
+    check_suite: CiResult | None = None
+    workflow_run: CiResult | None = None
 
 
 class Event(BaseModel):

@@ -29,6 +29,7 @@ class TriggerContext:
 
     trigger_label: str = "reqdrive"
     app_slug: str | None = None
+    app_id: int | None = None  # tells reqdrive's own check suites from others'
 
 
 # A trigger is the job it asks for: the RunRequest the worker will receive.
@@ -56,6 +57,8 @@ def push(event: Event, ctx: TriggerContext) -> list[Trigger]:
     p = event.payload
     if p.repository is None or p.deleted or _pushed_by_app(event, ctx):
         return []
+    if p.ref and p.ref.startswith(BRANCH_REF_PREFIX + REQDRIVE_BRANCH_PREFIX):
+        return _hand_off(event)
     default_branch = p.repository.default_branch
     # Without the default branch we cannot tell it from others (and must not compare the
     # ref with "refs/heads/None"); GitHub always sends it, so such a payload is not GitHub's.
@@ -138,6 +141,60 @@ def installation_deleted(event: Event, ctx: TriggerContext) -> list[Trigger]:
     return [_request(event, JobKind.UNINSTALL, requirement=f"INSTALLATION-{installation.id}")]
 
 
+def _hand_off(event: Event) -> list[Trigger]:
+    """A person (not a bot: see push) pushed to a reqdrive branch: its pull request is theirs
+    now, and red CI on it starts no fix until `/reqdrive fix` asks again (bot/jobs/ci_fix.py)."""
+    p = event.payload
+    if p.sender is None or p.sender.is_bot or p.ref is None or p.after is None:
+        return []
+    branch = p.ref.removeprefix(BRANCH_REF_PREFIX)
+    return [_request(event, JobKind.HANDOFF, branch=branch, head_sha=p.after)]
+
+
+# CI conclusions that ask for a fix; "cancelled", "neutral", "skipped", "stale" and
+# "action_required" are a person's or another App's business, not a failing check.
+CI_FAILED = frozenset({"failure", "timed_out"})
+ACTIONS_SLUG = "github-actions"
+
+
+def ci_completed(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """A check suite or workflow run that is not reqdrive's completed on the head of a
+    reqdrive pull request → a ci_fix job: a failure asks for a fix, a success may end a
+    chain of fixes ("CI is green"). Other conclusions, other branches, a commit that is no
+    longer the PR's head (a newer push's CI will tell) start nothing."""
+    p = event.payload
+    result = p.check_suite if event.name == "check_suite" else p.workflow_run
+    if result is None or result.conclusion not in CI_FAILED | {"success"}:
+        return []
+    app = result.app
+    if app is not None and (app.id == ctx.app_id or (ctx.app_slug and app.slug == ctx.app_slug)):
+        return []  # reqdrive's own check run: its verdict is the run's, not CI's
+    if app is not None and app.slug == ACTIONS_SLUG:
+        return []  # GitHub Actions: its workflow_run says the same, with the run's jobs
+    pulls = [
+        pull
+        for pull in result.pull_requests
+        if pull.head.ref.startswith(REQDRIVE_BRANCH_PREFIX) and pull.head.sha == result.head_sha
+    ]
+    ids = (
+        {"check_suite_id": result.id}
+        if event.name == "check_suite"
+        else {"workflow_run_id": result.id}
+    )
+    return [
+        _request(
+            event,
+            JobKind.CI_FIX,
+            issue_number=pull.number,
+            branch=pull.head.ref,
+            head_sha=result.head_sha,
+            conclusion=result.conclusion,
+            **ids,
+        )
+        for pull in pulls
+    ]
+
+
 # (event, action) → rule. Every rule has the same shape and none depends on another.
 RULES: dict[tuple[str, str | None], TriggerRule] = {
     ("issues", "labeled"): issue_labeled,
@@ -145,6 +202,8 @@ RULES: dict[tuple[str, str | None], TriggerRule] = {
     ("issue_comment", "created"): comment_created,
     ("pull_request", "closed"): pull_request_closed,
     ("installation", "deleted"): installation_deleted,
+    ("check_suite", "completed"): ci_completed,
+    ("workflow_run", "completed"): ci_completed,
 }
 # installation events carry no repository: the installation itself is what they are about.
 WITHOUT_REPOSITORY = frozenset({("installation", "deleted")})

@@ -175,6 +175,8 @@ class FakeGitHub:
         """One request's answer: status, headers, JSON text (a timeout fault: an exception)."""
         url = urlsplit(full_url)
         path, query = unquote(url.path), parse_qs(url.query)
+        if path.startswith(github_ci.LOG_DOWNLOADS):  # not the API: a signed download
+            return github_ci.download(self, path)
         body = json.loads(raw) if raw else None
         fault = self._fault(method, path)
         if fault is not None and not fault.land:
@@ -183,6 +185,8 @@ class FakeGitHub:
         if fault is not None:
             return self._faulted(method, path, query, body, fault)
         self.calls.append(Call(method, path, query, body, status))
+        if isinstance(payload, github_ci.Redirect):
+            return status, {"Location": payload.location}, ""
         return status, {"Content-Type": "application/json"}, json.dumps(payload)
 
     def _fault(self, method: str, path: str) -> Fault | None:
@@ -561,3 +565,7 @@ def served_fake_github() -> Iterator[FakeGitHub]:
         server.shutdown()
         server.server_close()
     check_calls(fake.calls)
+
+
+# CI's routes (workflow runs, jobs, logs, check suites, annotations) register themselves.
+from tests.support import github_ci  # noqa: E402

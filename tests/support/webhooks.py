@@ -40,13 +40,36 @@ def variant(event: str, name: str, change: Callable[[dict[str, Any]], None]) -> 
     return json.dumps(payload).encode()
 
 
+# octokit's schemas (at the commit the fixtures come from) stop before these events: their
+# payloads are held to GitHub's own example of the event instead (`same_shape`).
+SHAPE_EXAMPLES = {"workflow_run": "completed.3.payload.json"}
+
+
 def validate(event: str, payload: dict[str, Any]) -> str:
     """Raise unless the payload matches octokit's schema for its event and action; return
     the schema's id ("issues$labeled")."""
+    if event in SHAPE_EXAMPLES:
+        same_shape(example(event, SHAPE_EXAMPLES[event]), payload, event)
+        return f"{event}$example"
     action = payload.get("action", "event") if event not in {"push", "ping"} else "event"
     schema_id = f"{event}${action}"
     jsonschema.Draft7Validator({"$ref": schema_id}, registry=_registry()).validate(payload)
     return schema_id
+
+
+def same_shape(example: Any, payload: Any, where: str = "") -> None:
+    """Raise unless `payload` has every key `example` has, each of the same JSON type (null
+    allowed either way): for events octokit gives no schema of (workflow_run)."""
+    if isinstance(example, dict):
+        assert isinstance(payload, dict), f"{where}: not an object"
+        for key, value in example.items():
+            assert key in payload, f"{where}.{key}: missing"
+            same_shape(value, payload[key], f"{where}.{key}")
+    elif isinstance(example, list) and example and isinstance(payload, list):
+        for item in payload:
+            same_shape(example[0], item, f"{where}[]")
+    elif example is not None and payload is not None:
+        assert type(example) is type(payload), f"{where}: {type(payload).__name__}"
 
 
 @cache

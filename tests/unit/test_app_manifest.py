@@ -21,6 +21,8 @@ EVENT_PERMISSION = {
     "issue_comment": "issues",
     "push": "contents",
     "pull_request": "pull_requests",
+    "check_suite": "checks",
+    "workflow_run": "actions",
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from bot.cli import main
-from bot.github.auth import REPLY_PERMISSIONS, RUN_PERMISSIONS
+from bot.github.auth import CI_PERMISSIONS, REPLY_PERMISSIONS, RUN_PERMISSIONS
 from bot.ops.settings import Settings
 from worker.model.gates import GateSpec
 from worker.model.repo_config import AgentConfig, RepoConfig
@@ -163,6 +163,10 @@ OPERATION_PERMISSIONS: dict[str, tuple[str, str] | None] = {
     "POST /repos/{owner}/{repo}/check-runs": ("checks", "write"),
     "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}": ("checks", "write"),
     "GET /repos/{owner}/{repo}/commits/{ref}/check-runs": ("checks", "read"),
+    "GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs": ("actions", "read"),
+    "GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs": ("actions", "read"),
+    "GET /repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs": ("checks", "read"),
+    "GET /repos/{owner}/{repo}/check-runs/{check_run_id}/annotations": ("checks", "read"),
 }
 # Beyond REST: draft ↔ ready over GraphQL, and git over HTTPS (clone, fetch, push).
 OTHER_PERMISSIONS = [("pull_requests", "write"), ("contents", "write")]
@@ -194,7 +198,7 @@ def test_the_manifest_grants_every_permission_the_calls_reqdrive_makes_need() ->
 def test_every_token_a_job_asks_for_is_within_the_manifest() -> None:
     # GitHub refuses (422) a token asking for more than the installation was granted.
     granted = _granted()
-    for asked in (RUN_PERMISSIONS, REPLY_PERMISSIONS):
+    for asked in (RUN_PERMISSIONS, CI_PERMISSIONS, REPLY_PERMISSIONS):
         assert {
             name: level
             for name, level in asked.items()

@@ -157,6 +157,10 @@ class RepoConfig(BaseModel):
     # (worker/verdict/test_side.py). The always-guarded names are added either way.
     test_paths: list[str] | None = Field(default=None, alias="testPaths")
     tests: TestsMode = Field(default=TestsMode.FIRST, strict=False)
+    # Red CI on a reqdrive pull request: a CI-fix story on its branch, at most this many per
+    # chain of pushes (a person's push hands the PR back; `/reqdrive fix` asks again).
+    ci_fix: bool = Field(default=True, alias="ciFix")
+    ci_fix_attempts: int = Field(default=2, ge=0, le=10, alias="ciFixAttempts")
     # Accepted because the seeds' reqdrive.json carries them.
     version: str | None = None
     project_name: str | None = Field(default=None, alias="projectName")

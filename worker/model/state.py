@@ -158,6 +158,17 @@ class AttemptRecord(BaseModel):
     review: ReviewRecord | None = None
 
 
+class CiCheck(BaseModel):
+    """A CI-fix story's evidence: the repository's CI failed on the branch, and the worker
+    runs the tests its logs named where its own checks can run them."""
+
+    checks: list[str] = Field(default_factory=list)  # the failing checks' names, as CI gave them
+    candidates: list[str] = Field(default_factory=list)  # test ids the CI logs named as failing
+    # The candidates the worker's checks failed too at the story's start (its fail→pass
+    # tests); None: not tried yet. Empty: not reproduced here, the next CI result judges it.
+    reproduced: list[str] | None = None
+
+
 class StoryRecord(Story):
     """A story of the plan with the worker's verdict and the history of its attempts."""
 
@@ -171,6 +182,10 @@ class StoryRecord(Story):
     commit: str | None = None
     # The story's frozen tests (tests: first); None before its tests call, or not frozen.
     frozen: FrozenTests | None = None
+    # Set by the worker, never by a plan: a story appended to fix the repository's failing
+    # CI on the pull request (the App's ci_fix job); its tests are those CI failed that the
+    # worker reproduced, and without any it may freeze no test of its own.
+    ci: CiCheck | None = None
 
     @property
     def feedback(self) -> str | None:
@@ -264,6 +279,25 @@ class Checkpoint(BaseModel):
         if reset:
             self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
         return reset
+
+    def append_stories(self, stories: Sequence[StoryRecord]) -> None:
+        """Stories added to the plan of a run that has a pull request (a CI fix, review
+        feedback): pending, tried after the plan's, on the branch as the run left it. The
+        run goes on with maxIterations counted from here, as a retry's does."""
+        known = {s.id for s in self.stories}
+        clash = [s.id for s in stories if s.id in known]
+        if clash:
+            raise ResumeError(f"the plan already has {', '.join(clash)}")
+        self.stories.extend(stories)
+        self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
+
+    def next_story_id(self, prefix: str) -> str:
+        """The next free id of a kind of added story: CI-001, CI-002, ..."""
+        taken = {s.id for s in self.stories}
+        number = 1
+        while f"{prefix}-{number:03d}" in taken:
+            number += 1
+        return f"{prefix}-{number:03d}"
 
 
 def check_retry(checkpoint: Checkpoint | None, run_id: str, story_ids: Sequence[str]) -> None:

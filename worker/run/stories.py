@@ -15,6 +15,7 @@ from worker.model.state import (
 )
 from worker.run.attempt import StoryAttempt
 from worker.run.calls import budget_reached, budget_stop
+from worker.run.ci_story import reproduce_ci
 from worker.run.context import RunContext
 from worker.run.review_step import review_attempt
 from worker.verdict.judging import KEPT, story_state
@@ -47,6 +48,7 @@ def implement(ctx: RunContext) -> StopReason:
 def attempt_story(ctx: RunContext, record: StoryRecord) -> None:
     """One attempt at this story, recorded: its verdict, the story's state, the pushed branch."""
     cp, journal = ctx.cp, ctx.journal
+    reproduce_ci(ctx, record)  # a CI-fix story's tests, found before its first attempt
     cp.iteration += 1
     iteration, number = cp.iteration, len(record.attempts) + 1
     journal.save()  # a kill from here on shows which iteration was interrupted

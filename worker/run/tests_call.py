@@ -65,7 +65,10 @@ class TestsCall:
         reverted = [ctx.redactor.redact(p) for p in reverted]
         noted = _reverted_note(reverted)
         if not ctx.git.has_change(self.start):
-            if proven_tests(self.record, tests_by_id(ctx.cp.baseline or []) or {}):
+            # A CI-fix story is judged on the tests CI failed that the worker reproduced (or,
+            # with none, pass→pass and the next CI result): it needs no test of its own.
+            baseline = tests_by_id(ctx.cp.baseline or []) or {}
+            if proven_tests(self.record, baseline) or self.record.ci is not None:
                 return FrozenTests(parent=self.start, reverted=reverted), AttemptRecord(
                     outcome=AttemptOutcome.PASSED, **base
                 )

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.support import webhooks
 from tests.support.github_api import check_request
+from tests.support.github_ci import LOG_DOWNLOADS, download
 from tests.support.github_double.git_http import git, refs_of, run_backend
 from tests.support.github_http import APP_LOGIN, Call, FakeGitHub
 
@@ -412,7 +413,9 @@ class GitHubDouble(FakeGitHub):
             if url.path.endswith("/access_tokens") and status == 201:
                 text = self._issued_answer(url.path, text, raw)
             self.rate_used += 1
-        payload = json.loads(text) if text else None
+        if not text:  # a redirect (a job's log): no body, its Location says where
+            return status, {**answer_headers, **self._rate_headers()}, b""
+        payload = json.loads(text)
         extra = self._rate_headers()
         if status == 201 and isinstance(payload, dict) and isinstance(payload.get("url"), str):
             extra["Location"] = payload["url"]
@@ -559,6 +562,9 @@ def _handler(double: GitHubDouble) -> type[BaseHTTPRequestHandler]:
             try:
                 if self.path.startswith("/git/"):
                     status, answer, data = double.answer_git(self.command, self.path, headers, raw)
+                elif self.path.startswith(LOG_DOWNLOADS):  # a signed download, not the API
+                    status, answer, text = download(double, self.path)
+                    data = text.encode()
                 else:
                     status, answer, data = double.answer_api(self.command, self.path, headers, raw)
                     answer.setdefault("Content-Type", "application/json; charset=utf-8")

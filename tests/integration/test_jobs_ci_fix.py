@@ -1,0 +1,166 @@
+"""Red CI on a reqdrive pull request, through the jobs: a CI-fix story judged and pushed, then
+green said once; attempts spent said once; a person's push hands the pull request off."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from bot.jobs import runtime
+from bot.ops.settings import load_settings
+from bot.requests import JobKind, RunRequest
+from bot.stores.checkpoints import RedisCheckpointStore
+from tests.integration.test_jobs import QUEUE, REPO, Scene, progress_comments
+from tests.integration.test_pipeline import git, implement, prd, project_factory
+from tests.support.github_ci import CiJob, add_workflow_run
+from tests.support.github_http import API, FakeGitHub, private_key_pem
+from worker.model.state import Checkpoint, StoryState
+
+VERSION_TEST = "tests/test_version.py::test_version"  # as pytest names it in CI's log
+VERSION_ID = "tests.test_version::test_version"  # as the worker's checks report it
+FILES = {
+    "version.py": "VERSION = 1\n",
+    # Fails on the base already and no story claims it: CI fails on it, and so do the
+    # worker's checks (reproduced locally).
+    "tests/test_version.py": (
+        "import version\n\n\ndef test_version():\n    assert version.VERSION == 2\n"
+    ),
+}
+PYTEST_LOG = (
+    "2024-05-01T10:00:02.0000000Z E       assert 1 == 2\n"
+    f"2024-05-01T10:00:04.0000000Z FAILED {VERSION_TEST} - assert 1 == 2\n"
+    "2024-05-01T10:00:04.0000000Z ##[error]Process completed with exit code 1.\n"
+)
+LINT_LOG = "2024-05-01T10:00:02.0000000Z ##[error]ruff: src/feature_1.py:1:1 E999 style\n"
+
+
+@pytest.fixture
+def scene(
+    tmp_path: Path, fake_github: FakeGitHub, redis_conn: redis.Redis, redis_url: str
+) -> Scene:
+    """test_jobs' scene, its repository holding FILES, and `ciFixAttempts: 1`."""
+    config = {"agent": {"runner": "command", "timeout": 60}, "ciFixAttempts": 1}
+    project = project_factory(tmp_path)(config=config, files=FILES)
+    head = git(project.remote, "rev-parse", "main")
+    fake_github.add_repo(REPO, str(project.remote))
+    fake_github.branch_heads[(REPO, "main")] = head
+    text = (tmp_path / "source" / ".github/reqdrive.yml").read_text()
+    for ref in ("main", head):
+        fake_github.set_file(REPO, ref, ".github/reqdrive.yml", text)
+    fake_github.set_role(REPO, "alice", "write")
+    settings = load_settings(
+        github_webhook_secret="test-secret",
+        github_app_id=42,
+        github_private_key=private_key_pem(),
+        github_api_url=API,
+        redis_url=redis_url,
+        reqdrive_queue=QUEUE,
+        reqdrive_work_dir=project.work_dir,
+        reqdrive_agent_command=project.agent_command(tmp_path / "scenario.json"),
+        reqdrive_github_request_interval_s=0,
+        reqdrive_github_write_interval_s=0,
+        reqdrive_sandbox="off",
+    )
+    sleeps: list[float] = []
+    runtime.configure(settings, redis_conn, sleep=sleeps.append)
+    return Scene(fake_github, redis_conn, project.remote, tmp_path, project, sleeps)
+
+
+def built_pull(scene: Scene, stories: dict[str, Any]) -> dict[str, Any]:
+    """A one-story requirement run to its pull request; the PR's head as GitHub shows it."""
+    issue = scene.gh.add_issue(REPO, "Features", "Build feature one.")
+    scene.scenario({"plan": [{"prd": prd(1)}], "stories": stories})
+    enqueue(scene, JobKind.RUN, requirement=f"ISSUE-{issue}", issue_number=issue)
+    scene.work()
+    [pull] = scene.gh.pulls_of(REPO)
+    pull["_issue"] = issue
+    return sync_head(scene, pull)
+
+
+def sync_head(scene: Scene, pull: dict[str, Any]) -> dict[str, Any]:
+    pull["head"]["sha"] = git(scene.remote, "rev-parse", pull["head"]["ref"])
+    return pull
+
+
+def enqueue(scene: Scene, kind: JobKind, **fields: Any) -> None:
+    function = {
+        JobKind.RUN: "run_requirement",
+        JobKind.CI_FIX: "fix_ci",
+        JobKind.HANDOFF: "hand_off",
+    }[kind]
+    values = {"delivery_id": f"d-{time.time_ns()}", "repo": REPO, "installation_id": 7}
+    request = RunRequest(kind=kind, **{"sender": "alice", **values, **fields})
+    scene.queue.enqueue(f"bot.jobs.{function}", kwargs=request.model_dump(mode="json"))
+
+
+def ci_result(scene: Scene, pull: dict[str, Any], *, log: str, failed: bool = True) -> None:
+    """GitHub Actions completed a workflow on the PR's head: the workflow_run job, as intake
+    queues it (its sender is whoever pushed: reqdrive's bot)."""
+    head, branch = pull["head"]["sha"], pull["head"]["ref"]
+    job = CiJob("tests", "failure" if failed else "success", log=log)
+    run = add_workflow_run(scene.gh, REPO, head_sha=head, branch=branch, name="CI", jobs=[job])
+    enqueue(
+        scene,
+        JobKind.CI_FIX,
+        sender="reqdrive[bot]",
+        issue_number=pull["number"],
+        branch=branch,
+        head_sha=head,
+        workflow_run_id=run["id"],
+        conclusion=run["conclusion"],
+    )
+    scene.work()
+
+
+def pr_comments(scene: Scene, pull: dict[str, Any]) -> list[str]:
+    return [c["body"] for c in scene.gh.comments_on(REPO, pull["number"])]
+
+
+def test_a_failing_workflow_gets_a_ci_fix_commit_and_green_is_said_once(scene: Scene) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    fix = {"write": {"version.py": "VERSION = 2\n"}}
+    scene.scenario({"stories": {"CI-001": [fix]}})
+    before = pull["head"]["sha"]
+
+    ci_result(scene, pull, log=PYTEST_LOG)
+
+    head = git(scene.remote, "rev-parse", pull["head"]["ref"])
+    assert head != before
+    subjects = git(scene.remote, "log", "--format=%s", f"{before}..{head}").splitlines()
+    assert subjects == ["feat: [CI-001] - Make the failing CI checks pass: tests"]
+    assert scene.project.calls()[-2:] == ["CI-001 1 tests", "CI-001 1"]
+    cp = checkpoint(scene, pull)
+    story = cp.story("CI-001")
+    assert story.state is StoryState.PASSED, story.attempts
+    assert story.ci is not None, story
+    assert story.ci.candidates == [VERSION_TEST], story.ci
+    assert story.ci.reproduced == [VERSION_ID], (story.notes, story.ci)
+    assert story.tests == [VERSION_ID]  # reproduced locally: judged fail→pass
+    check = next(c for c in story.attempts[-1].tests if c.id == VERSION_ID)
+    assert (check.before, check.after) == ("failed", "passed")
+    assert "assert 1 == 2" in story.description
+    [progress] = progress_comments(scene.gh, pull["_issue"])
+    assert "CI-001" in progress["body"] and "CI failed on" in progress["body"]
+    [updated] = scene.gh.pulls_of(REPO)
+    assert "CI-001" in updated["body"]
+
+    sync_head(scene, pull)
+    ci_result(scene, pull, log="all good\n", failed=False)
+    ci_result(scene, pull, log="all good\n", failed=False)  # a second workflow: said once
+
+    [green] = [b for b in pr_comments(scene, pull) if "CI is green" in b]
+    assert head[:12] in green
+    said = [c for c in scene.gh.check_runs_of(REPO) if c.get("head_sha") == head]
+    assert any(c.get("conclusion") == "success" and "green" in str(c["output"]) for c in said)
+
+
+def checkpoint(scene: Scene, pull: dict[str, Any]) -> Checkpoint:
+    record = scene.records().for_source(REPO, f"ISSUE-{pull['_issue']}")
+    assert record is not None
+    found = RedisCheckpointStore(scene.conn).load(record.run_id)
+    assert found is not None
+    return found

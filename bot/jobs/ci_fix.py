@@ -32,7 +32,7 @@ HANDED_OFF = (
     "theirs: reqdrive fixes no CI here. Comment `/reqdrive fix` to ask it to again."
 )
 SPENT = (
-    "🛑 CI failed {n} times after reqdrive's fixes: handing back. The failing checks: "
+    "🛑 CI failed {n} after reqdrive's fixes: handing back. The failing checks: "
     "{checks}. Comment `/reqdrive fix` to have reqdrive try again."
 )
 GREEN = "✅ CI is green on `{sha}` after reqdrive's fix: nothing more to do."
@@ -77,7 +77,8 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
     if spent >= ctx.config.ci_fix_attempts:
         if store.say_once(request.repo, number, "spent"):
             checks = ", ".join(f"`{neutralize(c)}`" for c in failure.checks) or "see CI"
-            _stop(client, request, SPENT.format(n=spent, checks=checks))
+            times = f"{spent} time" + ("s" if spent != 1 else "")
+            _stop(client, request, SPENT.format(n=times, checks=checks))
         return {"status": "attempts spent", "attempts": spent}
     if not failure.checks:
         return {"status": "ignored: GitHub lists no failed job for it"}
@@ -101,6 +102,12 @@ def _fix(
         return {"status": "ignored: the run has no checkpoint to add a story to"}
     story = ci_story(cp.next_story_id(STORY_PREFIX), failure, priority=_after(cp.stories))
     cp.append_stories([story])
+    head = request.head_sha or cp.head_sha
+    if head != cp.head_sha:
+        # Commits pushed after the run's (a person's, handed back with `/reqdrive fix`): the
+        # story builds on the branch as they left it. The engine refuses anything but commits
+        # on top of the run's head (worker/run/resume.py), so nothing of the run is lost.
+        cp.head_sha = cp.pushed_sha = head
     rt.checkpoints.save(cp)
     CiFixes(rt.conn).add_attempt(request.repo, request.issue_number or 0)
     checks = ", ".join(f"`{neutralize(c)}`" for c in failure.checks)

@@ -14,6 +14,7 @@ from bot.jobs import runtime
 from bot.ops.settings import load_settings
 from bot.requests import JobKind, RunRequest
 from bot.stores.checkpoints import RedisCheckpointStore
+from bot.stores.ci_fixes import CiFixes
 from tests.integration.test_jobs import QUEUE, REPO, Scene, progress_comments
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_ci import CiJob, add_workflow_run
@@ -164,3 +165,66 @@ def checkpoint(scene: Scene, pull: dict[str, Any]) -> Checkpoint:
     found = RedisCheckpointStore(scene.conn).load(record.run_id)
     assert found is not None
     return found
+
+
+def test_ci_failing_again_after_the_last_attempt_stops_and_says_so_once(scene: Scene) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    restyle = {"write": {"feature_1.py": "def value():\n    return 1  # styled\n"}}
+    scene.scenario({"stories": {"CI-001": [restyle]}})
+
+    ci_result(scene, pull, log=LINT_LOG)  # no test named: not reproduced, judged pass→pass
+    story = checkpoint(scene, pull).story("CI-001")
+    assert story.state is StoryState.PASSED, story.attempts
+    assert story.ci is not None and story.ci.reproduced == []
+    assert "not reproduced locally: the next CI result judges it" in story.notes
+    calls = scene.project.calls()
+    assert calls[-2:] == ["CI-001 1 tests", "CI-001 1"]
+
+    sync_head(scene, pull)
+    ci_result(scene, pull, log=LINT_LOG)  # ciFixAttempts: 1 is spent
+    ci_result(scene, pull, log=LINT_LOG)  # said once
+
+    assert scene.project.calls() == calls  # no agent call more
+    [spent] = [b for b in pr_comments(scene, pull) if "handing back" in b]
+    assert "CI failed 1 time after reqdrive's fixes: handing back" in spent
+    assert "`tests`" in spent
+    assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001", "CI-001"]
+    head = pull["head"]["sha"]
+    said = [c for c in scene.gh.check_runs_of(REPO) if c.get("head_sha") == head]
+    assert [c["conclusion"] for c in said if "handing back" in str(c["output"])] == ["neutral"]
+
+
+def test_a_persons_push_hands_the_pull_request_off_until_fix_is_asked(scene: Scene) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    scene.scenario({"stories": {"CI-001": [{"write": {"version.py": "VERSION = 2\n"}}]}})
+    person = scene.tmp / "alice"
+    git(scene.tmp, "clone", "-q", "--branch", pull["head"]["ref"], str(scene.remote), str(person))
+    (person / "notes.md").write_text("mine now\n")
+    git(person, "add", "-A")
+    git(person, "-c", "user.name=Alice", "-c", "user.email=a@example.com", "commit", "-qm", "x")
+    git(person, "push", "-q", "origin", f"HEAD:{pull['head']['ref']}")
+    head = sync_head(scene, pull)["head"]["sha"]
+    enqueue(scene, JobKind.HANDOFF, branch=pull["head"]["ref"], head_sha=head)
+    scene.work()
+    calls = scene.project.calls()
+
+    ci_result(scene, pull, log=PYTEST_LOG)
+    ci_result(scene, pull, log=PYTEST_LOG)
+
+    assert scene.project.calls() == calls
+    [handed] = [b for b in pr_comments(scene, pull) if "theirs" in b]
+    assert "`alice` pushed to this branch" in handed and "/reqdrive fix" in handed
+    assert git(scene.remote, "rev-parse", pull["head"]["ref"]) == head  # untouched
+
+    CiFixes(scene.conn).clear(REPO, pull["number"])  # what `/reqdrive fix` does
+    ci_result(scene, pull, log=PYTEST_LOG)
+    assert scene.project.calls()[len(calls) :] == ["CI-001 1 tests", "CI-001 1"]
+
+
+def test_green_without_a_fix_or_on_an_old_head_says_nothing(scene: Scene) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    ci_result(scene, pull, log="ok\n", failed=False)
+    stale = {**pull, "head": {**pull["head"], "sha": "1" * 40}}
+    ci_result(scene, stale, log=PYTEST_LOG)
+    assert not [b for b in pr_comments(scene, pull) if "CI" in b]
+    assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001"]

@@ -22,6 +22,13 @@ import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.support import webhooks
+from tests.support.github_api import check_response
+from tests.support.github_ci import (
+    CiJob,
+    add_workflow_run,
+    check_suite_payload,
+    workflow_run_payload,
+)
 from tests.support.github_double import GitHubDouble, github_double
 
 REPO = "acme/shop"
@@ -280,3 +287,56 @@ def test_deliveries_are_built_from_its_state_validated_and_signed(double: GitHub
     assert payload["repository"]["full_name"] == REPO
     assert [label["name"] for label in payload["issue"]["labels"]] == ["reqdrive"]
     assert json.loads(bot_body)["sender"]["type"] == "Bot"
+
+
+def test_ci_runs_jobs_logs_suites_and_annotations_answer_as_github_documents(
+    double: GitHubDouble,
+) -> None:
+    token = _token(double).json()["token"]
+    head = double.branch_heads[(REPO, "main")]
+    job = CiJob(
+        "tests",
+        "failure",
+        log="E   assert 1 == 2\nFAILED tests/test_x.py::test_y\n",
+        annotations=[{"path": "tests/test_x.py", "line": 3, "message": "assert 1 == 2"}],
+    )
+    run = add_workflow_run(double, REPO, head_sha=head, branch="main", name="CI", jobs=[job])
+    base = f"/repos/{REPO}"
+    answers = {
+        f"{base}/actions/runs/{run['id']}/jobs": None,
+        f"{base}/check-suites/{run['check_suite_id']}/check-runs": None,
+        f"{base}/check-runs/{run['_jobs'][0]}/annotations": None,
+    }
+    for path in answers:
+        answer = _get(double, path, token)
+        check_response("GET", path, answer.status_code, answer.json())
+        answers[path] = answer.json()
+    [listed] = answers[f"{base}/actions/runs/{run['id']}/jobs"]["jobs"]  # type: ignore[index]
+    assert (listed["name"], listed["conclusion"]) == ("tests", "failure")
+
+    logs = f"{base}/actions/jobs/{run['_jobs'][0]}/logs"
+    redirect = requests.get(
+        f"{double.api}{logs}",
+        headers={"Authorization": f"token {token}"},
+        allow_redirects=False,
+        timeout=10,
+    )
+    check_response("GET", logs, redirect.status_code, None)
+    assert redirect.status_code == 302
+    download = requests.get(redirect.headers["Location"], timeout=10)  # no token: signed URL
+    assert download.text == job.log
+
+
+def test_ci_deliveries_are_github_shaped(double: GitHubDouble) -> None:
+    head = double.branch_heads[(REPO, "main")]
+    run = add_workflow_run(double, REPO, head_sha=head, branch="main", name="CI", jobs=[])
+    payload = workflow_run_payload(double, REPO, run, pulls=[], sender="alice")
+    assert webhooks.validate("workflow_run", payload) == "workflow_run$example"
+    assert payload["workflow_run"]["conclusion"] == "success"
+    suite = check_suite_payload(
+        double, REPO, head_sha=head, conclusion="failure", pulls=[], app_id=7, app_slug="ci"
+    )
+    assert webhooks.validate("check_suite", suite) == "check_suite$completed"
+    broken = {**payload, "workflow_run": {"id": 1}}
+    with pytest.raises(AssertionError, match="missing"):
+        webhooks.validate("workflow_run", broken)

@@ -108,6 +108,8 @@ def _add_job(gh: FakeGitHub, repo: str, run: dict[str, Any], job: CiJob) -> int:
             "check_run_url": f"{api}/check-runs/{job_id}",
             "status": "completed",
             "conclusion": job.conclusion,
+            # Required by the job schema, absent from the description's own example.
+            "created_at": record["started_at"],
         }
     )
     ci(gh).jobs[job_id] = {**record, "_log": job.log}

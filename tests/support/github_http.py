@@ -428,7 +428,12 @@ def _create_pull(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
         "state": "open",
         "merged": False,
         "labels": [],
-        "head": {"ref": body["head"], "sha": "0" * 40, "label": body["head"]},
+        # GitHub's head sha is the branch's; a fake that knows no branch heads says zeros.
+        "head": {
+            "ref": body["head"],
+            "sha": gh.branch_heads.get((repo, body["head"]), "0" * 40),
+            "label": body["head"],
+        },
         "base": {"ref": body["base"], "sha": "0" * 40, "label": body["base"]},
         "user": gh._user(APP_LOGIN, "Bot"),
         "url": f"{gh.api}/repos/{repo}/pulls/{number}",

@@ -123,7 +123,7 @@ def _fix(
 def ci_story(story_id: str, failure: CiFailure, *, priority: int) -> StoryRecord:
     """The story that makes CI pass again; its description is CI's own failing part."""
     names = ", ".join(failure.checks)
-    title = f"Make the failing CI checks pass: {names}"
+    title = " ".join(f"Make the failing CI checks pass: {names}".split())  # one line
     if len(title) > 200:
         title = title[:197] + "..."
     description = (
@@ -131,7 +131,7 @@ def ci_story(story_id: str, failure: CiFailure, *, priority: int) -> StoryRecord
         "the failing part only):\n\n" + failure.report
     )
     criteria = [
-        f"The CI checks that failed pass: {names}"[:1000],
+        " ".join(f"The CI checks that failed pass: {names}".split())[:1000],
         "Every test that passed before still passes",
     ]
     if failure.test_ids:

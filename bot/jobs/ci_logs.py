@@ -13,6 +13,9 @@ CHECK_CHARS = 3_000  # of one check's part, so one noisy job leaves room for the
 CONTEXT_LINES = 3  # around each error line
 TAIL_LINES = 15  # of a log's end, where runners summarise
 MAX_TEST_IDS = 50
+# Runners colour their output: ANSI escape sequences (CSI "ESC [ ... letter" and OSC "ESC ] ...
+# BEL") mean nothing in a prompt or on GitHub and a story's text refuses control characters.
+ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b")
 # Actions prefixes every log line with its time: "2024-05-01T10:00:00.1234567Z ".
 TIMESTAMP_RE = re.compile(r"^\ufeff?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ")
 # pytest's short summary ("FAILED tests/test_x.py::test_y - AssertionError: ..."), also for
@@ -37,19 +40,25 @@ class CiFailure:
 def read_failure(checks: list[FailedCheck], redactor: Redactor) -> CiFailure:
     """Every check's log redacted before anything reads it, then its failing part kept."""
     test_ids: dict[str, None] = {}
-    parts = []
+    parts, names = [], []
     for check in checks:
-        lines = [TIMESTAMP_RE.sub("", line) for line in redactor.redact(check.log).splitlines()]
+        lines = [TIMESTAMP_RE.sub("", line) for line in _clean(check.log, redactor).splitlines()]
         for line in lines:
             found = PYTEST_RE.match(line.strip())
             if found:
                 test_ids.setdefault(found["id"])
-        annotations = [redactor.redact(a) for a in check.annotations]
-        parts.append(_part(check.name, redactor.redact(check.summary), annotations, lines))
+        annotations = [_clean(a, redactor) for a in check.annotations]
+        names.append(_clean(check.name, redactor).strip())
+        parts.append(_part(names[-1], _clean(check.summary, redactor), annotations, lines))
     report = "\n\n".join(parts)
     if len(report) > REPORT_CHARS:
         report = report[:REPORT_CHARS] + "\n… (cut: the whole logs are on GitHub)"
-    return CiFailure([c.name for c in checks], list(test_ids)[:MAX_TEST_IDS], report)
+    return CiFailure(names, list(test_ids)[:MAX_TEST_IDS], report)
+
+
+def _clean(text: str, redactor: Redactor) -> str:
+    """CI's text redacted (GitHub masks only the secrets it was given) and uncoloured."""
+    return ANSI_RE.sub("", redactor.redact(text))
 
 
 def failing_part(lines: list[str]) -> list[str]:

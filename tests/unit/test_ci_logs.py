@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.github.ci_runs import FailedCheck
+from bot.jobs.ci_fix import ci_story
 from bot.jobs.ci_logs import CHECK_CHARS, REPORT_CHARS, failing_part, read_failure
 from worker.confine.redact import Redactor
 
@@ -73,3 +74,18 @@ def test_a_check_without_a_log_keeps_its_summary_and_annotations() -> None:
     failure = read_failure([check], Redactor())
     assert failure.report == "### lint\n2 problems\n- src/a.py:3: failure: E501 line too long"
     assert failure.test_ids == []
+
+
+def test_colours_and_control_characters_never_reach_the_ci_fix_story() -> None:
+    log = (
+        "\x1b[31mE       assert 1 == 2\x1b[0m\r\n"
+        "\x1b]8;;https://x\x07link\x1b]8;;\x07 \u202eevil\u202c\x00\n"
+        "FAILED tests/test_a.py::test_b - boom\n"
+    )
+    failure = read_failure([FailedCheck(name="tests \x1b[1m", log=log)], Redactor())
+    assert "\x1b" not in failure.report and "[31m" not in failure.report
+    story = ci_story("CI-001", failure, priority=2)  # a story's text refuses control characters
+    assert "E       assert 1 == 2" in story.description
+    assert "\u202e" not in story.description and "\x00" not in story.description
+    assert story.ci is not None and story.ci.candidates == ["tests/test_a.py::test_b"]
+    assert story.tests == []  # the worker's own checks decide which of them it owns

@@ -6,19 +6,27 @@ bytecode forged for a frozen test, and code under test that forges pytest's repo
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_frozen_tests import (
+    BASE_TESTS,
+    CALC,
     FORGING_PLUGIN,
+    MUL_TEST,
+    RIGHT_MUL,
     WRONG_MUL,
     assert_caught,
     calc_project,
     cheat,
+    plan,
     run,
 )
-from tests.integration.test_pipeline import MakeProject, project_factory
+from tests.integration.test_pipeline import GITIGNORE, MakeProject, project_factory
+from tests.integration.test_pipeline_judging import GATE_PATH, PLAIN_PYTEST
+from tests.integration.test_pipeline_sandbox import run as run_sandboxed
 from worker.confine.sandbox import Sandbox
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -44,3 +52,90 @@ def test_a_pytest_plugin_registered_by_packaging_metadata_is_reverted(
     writes = {"calc.py": WRONG_MUL, "forging_plugin.py": FORGING_PLUGIN, **DIST_INFO}
     result = run(project, agent_io, sandbox, cheat({}, {"write": writes}))
     assert_caught(result, "forge-1.0.dist-info/entry_points.txt")
+
+
+# pytest loads a test module's rewritten bytecode from its __pycache__ when the .pyc names
+# the source's hash (pytest 9; its modification time and size before): forged, the frozen
+# test never runs. The checks keep Python's bytecode outside the worktree
+# (PYTHONPYCACHEPREFIX, verdict/gates.py), so neither forgery is read: regressions.
+PYC_FORGER = """
+def _forge_pyc(test_path):
+    import importlib.util, marshal, os
+    from _pytest.assertion.rewrite import PYTEST_TAG
+
+    gutted = "def test_add():\\n    pass\\n\\n\\ndef test_mul():\\n    pass\\n"
+    with open(test_path, "rb") as source:
+        stamp = importlib.util.source_hash(source.read())[:8]
+    folder = os.path.join(os.path.dirname(test_path), "__pycache__")
+    os.makedirs(folder, exist_ok=True)
+    name = os.path.basename(test_path)[:-3] + "." + PYTEST_TAG + ".pyc"
+    code = marshal.dumps(compile(gutted, os.path.abspath(test_path), "exec"))
+    with open(os.path.join(folder, name), "wb") as out:
+        out.write(importlib.util.MAGIC_NUMBER + b"\\3\\0\\0\\0" + stamp + code)
+"""
+
+
+def test_bytecode_forged_for_a_frozen_test_by_the_agent_is_never_loaded(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    # The tests at the top: their __pycache__ is no test folder.
+    project = make_project(
+        {"testCommand": PLAIN_PYTEST, "maxStoryRetries": 1},
+        {"calc.py": CALC, "test_calc.py": BASE_TESTS + MUL_TEST},
+    )
+    forge = [sys.executable, "-c", PYC_FORGER + "\n_forge_pyc('test_calc.py')\n"]
+    prd = plan()
+    prd["userStories"][0]["tests"] = ["test_calc::test_mul"]
+    steps = cheat({}, {"write": {"calc.py": WRONG_MUL}, "run": forge})
+    data = {"plan": [{"prd": prd}], "stories": {"US-001": steps}}
+    result = run_sandboxed(project, agent_io, sandbox, data, gate_path=GATE_PATH)
+    assert_caught(result)
+
+
+# Code under test that, imported by a check, leaves forged bytecode for the frozen test: the
+# check it runs in is honest, the next one (the story's next attempt) would not be.
+PLANTING_MUL = (
+    WRONG_MUL
+    + PYC_FORGER
+    + "\n\nimport os\n\nif os.path.exists('tests/test_calc.py'):\n"
+    + "    _forge_pyc('tests/test_calc.py')\n"
+)
+
+
+def test_bytecode_the_story_code_forges_while_a_check_runs_is_never_loaded(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    project = calc_project(make_project, maxStoryRetries=2)
+    story = [
+        {"tests": {}, "implement": {"write": {"calc.py": PLANTING_MUL}}},
+        {"tests": {}, "implement": {"write": {"calc.py": "# mul, again\n" + WRONG_MUL}}},
+    ]
+    result = run(project, agent_io, sandbox, story)
+    assert_caught(result)
+    assert len(result.stories[0].attempts) == 2
+
+
+# A repository whose generated modules go to an ignored build/ folder, loaded first.
+BUILD_FIRST = "import sys\n\nsys.path.insert(0, 'build')\nimport calc  # noqa: E402, F401\n"
+# Code under test that, imported by a check, leaves a right mul in build/ for later checks.
+PLANTING_BUILD = (
+    WRONG_MUL
+    + "\n\nimport os\n\nos.makedirs('build', exist_ok=True)\n"
+    + f"open('build/calc.py', 'w').write({RIGHT_MUL!r})\n"
+)
+
+
+def test_a_file_the_story_code_writes_while_a_check_runs_is_gone_before_the_next_check(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    more = {".gitignore": GITIGNORE + "build/\n", "tests/conftest.py": BUILD_FIRST}
+    project = calc_project(make_project, more=more, maxStoryRetries=2)
+    story = [
+        {"tests": {}, "implement": {"write": {"calc.py": PLANTING_BUILD}}},
+        # The next attempt's code is still wrong: only the planted module would pass it.
+        {"tests": {}, "implement": {"write": {"calc.py": "# mul, again\n" + WRONG_MUL}}},
+    ]
+    result = run(project, agent_io, sandbox, story)
+    assert_caught(result)
+    assert len(result.stories[0].attempts) == 2
+

@@ -88,8 +88,12 @@ def call_agent(
     ctx.git.secure()  # before any git of ours reads what it may have planted
     _check_setup_state(ctx, environment, deep=sandbox is None)
     places = ctx.places
+    # The setup's installed environment is the host's to pay for, not the call's.
+    setup_made = [ctx.git.path / name for name in ctx.git.kept]
     if over := over_quota(
-        (ctx.git.path, places.home, places.handoff, places.git_view), ctx.spec.limits
+        (ctx.git.path, places.home, places.handoff, places.git_view),
+        ctx.spec.limits,
+        skip=setup_made,
     ):
         # Its files go and the attempt fails: the disk is the host's, not the agent's.
         ctx.git.restore(start or ctx.cp.head_sha, ignored_too=True)
@@ -146,6 +150,7 @@ def run_gates_on(
     its `tests` did not run (no such test, or it was not collected)."""
     if not ctx.gates:
         return []
+    ctx.git.clean_for_checks()
     ctx.reporter.gates_started(label, ctx.gates)
     started = time.monotonic()
     results = run_gates(

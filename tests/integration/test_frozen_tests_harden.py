@@ -26,7 +26,10 @@ from tests.integration.test_frozen_tests import (
     plan,
     run,
 )
+from tests.integration.test_frozen_tests_js import ADD_STUB
 from tests.integration.test_pipeline import GITIGNORE, MakeProject, project_factory
+from tests.integration.test_pipeline_collectors import GO_ID, JS_IDS, go_project, jest_project
+from tests.integration.test_pipeline_collectors import run as collectors_run
 from tests.integration.test_pipeline_judging import GATE_PATH, PLAIN_PYTEST
 from tests.integration.test_pipeline_sandbox import run as run_sandboxed
 from worker.confine.sandbox import Sandbox
@@ -254,3 +257,60 @@ def test_code_that_rewrites_a_frozen_test_while_the_check_runs_cannot(
     assert record.state is StoryState.NEEDS_REVIEW, [a.reason for a in record.attempts]
     assert not result.ready
     assert "changed the test side while it ran: tests/test_mul.py" in record.attempts[-1].reason
+
+
+# --- more cheats: each caught by the design already, kept as regressions -----------------
+
+
+def test_pytest_plugins_named_in_a_code_module_load_nothing(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    # pytest honours `pytest_plugins` only in a conftest or a test module (both frozen).
+    project = calc_project(make_project, maxStoryRetries=1)
+    mul = "pytest_plugins = ['forging_plugin']\n\n" + WRONG_MUL
+    writes = {"calc.py": mul, "forging_plugin.py": FORGING_PLUGIN}
+    result = run(project, agent_io, sandbox, cheat({}, {"write": writes}))
+    assert_caught(result)
+
+
+# Package code whose init() ends the test binary before any test runs, with exit 0.
+GO_EXIT = 'package calc\n\nimport "os"\n\nfunc init() {\n\tos.Exit(0)\n}\n'
+
+
+def test_go_package_code_that_exits_0_in_init_leaves_its_frozen_test_unreported(
+    make_project: MakeProject,
+) -> None:
+    project = go_project(make_project)
+    # `TestMain` lives only in a _test.go file (on the test side): package code has init().
+    result = collectors_run(
+        project,
+        {"US-001": [{"tests": {}, "implement": {"write": {"exit.go": GO_EXIT}}}]},
+        {"mul": [GO_ID]},
+    )
+    [mul] = result.stories
+    assert mul.state is StoryState.FAILED, [a.reason for a in mul.attempts]
+    assert GO_ID in mul.attempts[-1].reason
+    assert not result.ready
+
+
+# jest runs setupFilesAfterEnv before each test file: this one makes every `toBe` agree.
+JEST_FORGER = (
+    "const real = global.expect;\n"
+    "global.expect = (value) => ({ ...real(value), toBe: () => undefined });\n"
+)
+
+
+def test_a_jest_setup_file_added_through_package_json_is_reverted(
+    make_project: MakeProject,
+) -> None:
+    project = jest_project(make_project, ops=("add",), files={"add.js": ADD_STUB})
+    package = json.loads((project.tmp / "source" / "package.json").read_text())
+    package["jest"] = {"setupFilesAfterEnv": ["./forge.js"]}
+    implement = {"write": {"package.json": json.dumps(package), "forge.js": JEST_FORGER}}
+    result = collectors_run(
+        project, {"US-001": [{"tests": {}, "implement": implement}]}, {"add": [JS_IDS["add"]]}
+    )
+    [add] = result.stories
+    assert add.state is StoryState.FAILED, [a.reason for a in add.attempts]
+    assert add.attempts[-1].tests_reverted == ["package.json"]
+    assert not result.ready

@@ -39,7 +39,10 @@ GO = (
 # In any file: the worker's own reporter and the reports it reads.
 ANY = (
     (
-        re.compile(r"reqdrive|REQDRIVE_|junit|PYTEST_ADDOPTS|GOFLAGS", re.I),
+        re.compile(
+            r"\breqdrive_results\b|\bREQDRIVE_[A-Z_]+|pytest-results\.jsonl|report\.junit\.xml"
+            r"|\bPYTEST_ADDOPTS\b|\bGOFLAGS\b|--junit-?xml"
+        ),
         "names reqdrive's reporter or its reports",
     ),
 )

@@ -314,3 +314,36 @@ def test_a_jest_setup_file_added_through_package_json_is_reverted(
     assert add.state is StoryState.FAILED, [a.reason for a in add.attempts]
     assert add.attempts[-1].tests_reverted == ["package.json"]
     assert not result.ready
+
+
+# A module named pytest at the worktree's top: `python -m pytest` runs it instead of pytest.
+# It starts the real pytest (reqdrive's plugin and all) with a plugin of its own that calls
+# no test function, so every test really passes; no name in it reads as pytest's machinery.
+PYTEST_HIJACK = """import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+_real = __import__("py" + "test")
+
+
+class _Quiet:
+    def pytest_pyfunc_call(self, pyfuncitem):
+        return True
+
+
+_Quiet.pytest_pyfunc_call = _real.hookimpl(tryfirst=True)(_Quiet.pytest_pyfunc_call)
+sys.exit(_real.main(sys.argv[1:], plugins=[_Quiet()]))
+"""
+
+
+def test_a_module_that_shadows_the_runner_at_the_worktrees_top_needs_review(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    project = calc_project(make_project, maxStoryRetries=1)
+    writes = {"calc.py": WRONG_MUL, "pytest.py": PYTEST_HIJACK}
+    result = run(project, agent_io, sandbox, cheat({}, {"write": writes}))
+    story = result.stories[0]
+    assert story.state is StoryState.NEEDS_REVIEW, [(a.outcome, a.reason) for a in story.attempts]
+    assert not result.ready
+    assert "pytest.py shadows the module pytest" in story.attempts[-1].reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from worker.verdict.runner_reach import reach_note, runner_reach
+from worker.verdict.runner_reach import installed_modules, reach_note, runner_reach, shadowing
 from worker.verdict.test_side import TestSide
 
 
@@ -64,3 +64,33 @@ def test_code_naming_the_runner_is_flagged_by_file_line_and_kind(tmp_path: Path)
         "web/sum.ts:1 acts as the test process exits",
     ]
     assert "a person reads it before it counts" in reach_note(found)
+
+
+def test_a_new_module_that_shadows_the_runner_the_stdlib_or_an_installed_one_is_flagged(
+    tmp_path: Path,
+) -> None:
+    repo, pre, commit = change(
+        tmp_path,
+        {
+            "pytest.py": "",
+            "src/queue.py": "",
+            "deepdiff/__init__.py": "",
+            "feature.py": "",
+            "src/calc/types.py": "",
+            "tests/json.py": "",  # the test side: frozen, not read here
+        },
+    )
+    found = shadowing(repo, pre, commit, TestSide.of(None), frozenset({"deepdiff"}))
+    assert found == [
+        "deepdiff/__init__.py shadows the module deepdiff the checks import from elsewhere",
+        "pytest.py shadows the module pytest the checks import from elsewhere",
+        "src/queue.py shadows the module queue the checks import from elsewhere",
+    ]
+
+
+def test_the_installed_modules_are_read_from_the_setups_site_packages(tmp_path: Path) -> None:
+    site = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
+    (site / "deepdiff").mkdir(parents=True)
+    (site / "six.py").write_text("")
+    (site / "deepdiff-6.0.dist-info").mkdir()
+    assert installed_modules(tmp_path, [".venv/"]) == {"deepdiff", "six"}

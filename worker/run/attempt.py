@@ -27,7 +27,7 @@ from worker.verdict.judging import (
     reference_gates,
     tests_by_id,
 )
-from worker.verdict.runner_reach import reach_note, runner_reach
+from worker.verdict.runner_reach import reach_note, what_reaches
 from worker.verdict.secret_scan import SecretScanner
 from worker.verdict.story_verdict import (
     Evidence,
@@ -361,10 +361,11 @@ class StoryAttempt:
 def _reaching(
     ctx: RunContext, start: str, commit: str, outcome: AttemptOutcome, why: str
 ) -> tuple[AttemptOutcome, str]:
-    """A pass whose code names its test runner's machinery needs review (runner_reach.py)."""
+    """A pass whose code names its test runner's machinery, or adds a module that shadows
+    one the checks import from elsewhere, needs review (runner_reach.py)."""
     if outcome is not AttemptOutcome.PASSED:
         return outcome, why
-    found = runner_reach(ctx.git.path, start, commit, ctx.test_side)
+    found = what_reaches(ctx.git.path, start, commit, ctx.test_side, ctx.git.kept)
     if not found:
         return outcome, why
     return AttemptOutcome.NEEDS_REVIEW, _joined(why, reach_note(found))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
@@ -89,3 +91,62 @@ def reach_note(found: Sequence[str]) -> str:
         f"its code reaches into the test runner ({listed}): code in the test process can "
         "forge what the tests report, so a person reads it before it counts"
     )
+
+
+# Modules a check imports from outside the worktree that a new module at the top of the
+# worktree (first on `python -m pytest`'s path) or of `src/` would replace: the runner itself
+# (`pytest.py` there runs instead of pytest, and may start the real one with a plugin of its
+# own), the standard library, and whatever the setup installed.
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "xdist", "hypothesis"})
+IMPORT_ROOTS = ("src/", "")  # the longest first: src/x.py is module x
+
+
+def shadowing(
+    cwd: Path, pre: str, commit: str, side: TestSide, installed: frozenset[str]
+) -> list[str]:
+    """The story's new files outside the test side that make a module of that name, where it
+    would be imported before the real one: "pytest.py shadows the module pytest"."""
+    added = run_git(
+        ["diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", pre, commit], cwd=cwd
+    )
+    known = RUNNER_MODULES | frozenset(sys.stdlib_module_names) | installed
+    found: list[str] = []
+    for path in sorted(p for p in added.split("\0") if p and not side.covers(p)):
+        name = _module_name(path)
+        if name is not None and name in known:
+            found.append(f"{path} shadows the module {name} the checks import from elsewhere")
+    return found
+
+
+def _module_name(path: str) -> str | None:
+    """The top-level module a Python file makes from an import root: `x.py`, `x/...py`."""
+    for root in IMPORT_ROOTS:
+        if not path.startswith(root) or not path.endswith((".py", ".pyc", ".so")):
+            continue
+        parts = PurePosixPath(path[len(root) :]).parts
+        if len(parts) == 1:
+            return parts[0].split(".", 1)[0]
+        if len(parts) > 1:
+            return parts[0]
+    return None
+
+
+def installed_modules(worktree: Path, kept: Sequence[str]) -> frozenset[str]:
+    """The top-level module names in the setup's site-packages folders (links not followed)."""
+    names: set[str] = set()
+    for top in kept:
+        for where, dirs, files in os.walk(worktree / top.rstrip("/"), followlinks=False):
+            if os.path.basename(where) == "site-packages":
+                names.update(d for d in dirs if d.isidentifier())
+                names.update(f.split(".", 1)[0] for f in files if f.endswith((".py", ".so")))
+                dirs[:] = []
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "node_modules")]
+    return frozenset(names)
+
+
+def what_reaches(
+    cwd: Path, pre: str, commit: str, side: TestSide, kept: Sequence[str]
+) -> list[str]:
+    """Both: the lines that name the runner's machinery, the modules that shadow another."""
+    installed = installed_modules(cwd, kept)
+    return runner_reach(cwd, pre, commit, side) + shadowing(cwd, pre, commit, side, installed)

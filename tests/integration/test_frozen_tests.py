@@ -70,8 +70,15 @@ def make_project(tmp_path: Path) -> MakeProject:
     return project_factory(tmp_path)
 
 
-def calc_project(make_project: MakeProject, *, failing_test: bool = True, **config: Any) -> Project:
-    """A calculator with a passing add test and (test-first) a failing mul test."""
+def calc_project(
+    make_project: MakeProject,
+    *,
+    failing_test: bool = True,
+    more: dict[str, str] | None = None,
+    **config: Any,
+) -> Project:
+    """A calculator with a passing add test and (test-first) a failing mul test (and `more`
+    files)."""
     files = {
         "calc.py": CALC,
         "tests/__init__.py": "",
@@ -81,6 +88,7 @@ def calc_project(make_project: MakeProject, *, failing_test: bool = True, **conf
             '[project]\nname = "calc"\nversion = "1"\ndependencies = []\n\n'
             '[tool.pytest.ini_options]\naddopts = "-q"\n'
         ),
+        **(more or {}),
     }
     settings = {"testCommand": PLAIN_PYTEST, **config}
     return make_project(settings, files)

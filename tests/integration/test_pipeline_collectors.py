@@ -99,8 +99,9 @@ def test_code_that_forges_every_report_at_exit_needs_review_and_is_never_ready(
     attempt = add.attempts[-1]
     assert attempt.outcome is AttemptOutcome.NEEDS_REVIEW
     assert attempt.reason == (
-        "the worker's results disagree: gate tests: pytest's summary in the log says 1 failed "
-        "and 1 passed; the results say 0 failed and 2 passed"
+        "the worker's results disagree: gate tests: reported passed, though its test function "
+        "raised: tests.test_calc::test_add (AssertionError); pytest's summary in the log says "
+        "1 failed and 1 passed; the results say 0 failed and 2 passed"
     )
     assert not result.ready
 

@@ -194,3 +194,31 @@ def test_the_proof_of_a_changed_conftest_runs_the_whole_suite(
     # baseline, the implement attempt and its checks with the test configuration as it was).
     assert whole_runs(project) == (4, 0)
     assert record.frozen is not None and record.frozen.proof_selected == []
+
+
+def test_a_base_whose_setup_installed_another_version_is_measured_again(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    # The setup resolves its dependency outside the repository (no lockfile pins it): the
+    # same tree and config, another version installed.
+    version = tmp_path / "dep-version"
+    version.write_text("1.0")
+    setup = (
+        "mkdir -p .venv/lib/dep.dist-info && "
+        f'printf "Name: dep\\nVersion: %s\\n" "$(cat {version})" > .venv/lib/dep.dist-info/METADATA'
+    )
+    project = make_project(
+        {"setup": setup, "testCommand": f"echo run >> {tmp_path / 'gate-runs.log'}; {PYTEST}"}
+    )
+    scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    project.run(scenario, plan_only=True)
+    project.run(scenario, run_id="run-2", requirement=other_requirement(), plan_only=True)
+    second = json.loads((project.run_dir("run-2") / "run.json").read_text())
+    assert second["baseline_from_cache"].endswith(", measured by run run-1")
+    runs_before = counted(project)
+
+    version.write_text("2.0")
+    project.run(scenario, run_id="run-3", requirement=other_requirement(), plan_only=True)
+    third = json.loads((project.run_dir("run-3") / "run.json").read_text())
+    assert third["baseline_from_cache"] is None
+    assert counted(project) == runs_before + 1

@@ -211,3 +211,23 @@ def test_a_restored_venvs_scripts_start_in_another_runs_worktree(
 
     assert "setup cached: .venv restored" in progress(project, "run-2")
     assert "tool ran" in (project.run_dir("run-2") / "setup.log").read_text()
+
+
+def test_the_setups_folders_are_neither_the_calls_disk_nor_removed_with_its_files(
+    make_project: MakeProject, sandbox: Sandbox, agent_io: Path
+) -> None:
+    # The setup's venv takes most of the quota: it is the host's, not a call's.
+    filling = "bash setup.sh && head -c 1572864 /dev/urandom > .venv/blob"
+    project = make_project({**CONFIG, "setup": filling, "maxStoryRetries": 2}, files=FILES)
+    over = {"write": {**implement(1)["write"], "notes.bin": "x" * (3 << 20)}}
+    under = {"write": {**implement(1)["write"], "notes.bin": "x" * (1 << 20)}}
+    story = scenario(agent_io, {"plan": [{"prd": prd(1)}], "stories": {"US-001": [over, under]}})
+    limits = replace(DEFAULT_LIMITS, disk_quota_mib=2)
+    result = project.run(story, sandbox=sandbox, limits=limits)
+
+    first, second = result.stories[0].attempts
+    assert "REQDRIVE_DISK_QUOTA_MIB" in first.reason
+    # Its files went, the venv stayed: the next attempt's checks ran with it, and its own
+    # megabyte is under the quota that the venv alone nearly fills.
+    assert second.outcome.value == "passed", second.reason
+    assert result.stories[0].state is StoryState.PASSED

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.run_results import gate
 from worker.run import baseline_cache
-from worker.run.baseline_cache import BaselineCache
+from worker.run.baseline_cache import BaselineCache, installed_identity
 
 KEY = "a" * 64
 
@@ -61,3 +61,23 @@ def test_only_the_newest_entries_are_kept(tmp_path: Path, monkeypatch: pytest.Mo
         os.utime(tmp_path / f"{key}.json", (1000 + n, 1000 + n))
     cache.save("4" * 64, [gate("tests", True)], measured_by="run-4")
     assert sorted(p.name[:1] for p in tmp_path.glob("*.json")) == ["3", "4"]
+
+
+def _venv(worktree: Path, version: str) -> None:
+    site = worktree / ".venv" / "lib" / "site-packages"
+    (site / "dep.dist-info").mkdir(parents=True)
+    (site / "dep.dist-info" / "METADATA").write_text(f"Name: dep\nVersion: {version}\n")
+    (site / "dep.dist-info" / "RECORD").write_text(f"dep/__init__.py,sha256=x{version}\n")
+    (site / "_calc.pth").write_text(f"{worktree}/src\n")  # an editable install: its path
+
+
+def test_the_installed_identity_is_the_packages_records_wherever_the_worktree_is(
+    tmp_path: Path,
+) -> None:
+    one, two, other = tmp_path / "run-1", tmp_path / "run-2", tmp_path / "run-3"
+    _venv(one, "1.0")
+    _venv(two, "1.0")
+    _venv(other, "2.0")
+    assert installed_identity(one, [".venv/"]) == installed_identity(two, [".venv/"])
+    assert installed_identity(one, [".venv/"]) != installed_identity(other, [".venv/"])
+    assert installed_identity(one, []) != installed_identity(one, [".venv/"])

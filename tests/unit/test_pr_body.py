@@ -257,6 +257,18 @@ def test_each_storys_frozen_tests_commit_and_what_was_reverted_are_shown() -> No
     assert "US-001 changed tests/test_api.py while implementing: reverted" in body
     assert "| US-002 | the story's tests were not frozen | — |" in body
     assert "US-001 tests call: reverted `app.py` (not on the test side)" in body
+    assert "proven with" not in body  # the whole suite ran on the parent
+
+
+def test_a_proof_run_on_the_story_test_modules_alone_says_so() -> None:
+    frozen = FrozenTests(
+        parent="p" * 40,
+        commit="f" * 40,
+        tests=["tests.test_api::test_export"],
+        proof_selected=["tests/test_api.py"],
+    )
+    body = render_pr_body(result(stories=[story("US-001", StoryState.PASSED, frozen=frozen)]))
+    assert "tests frozen in ffffffffffff (proven with tests/test_api.py alone)" in body
 
 
 def test_a_passing_test_changed_on_the_plans_word_is_a_row_of_its_own() -> None:

@@ -49,6 +49,14 @@ DEFAULTS = TestSide.of(None)
         "pkg/testdata/golden.txt",
         ".config/nextest.toml",
         "noxfile.py",
+        "forge-1.0.dist-info/entry_points.txt",
+        "src/calc.egg-info/entry_points.txt",
+        "lib/entry_points.txt",
+        "vite.config.ts",
+        "web/vitest.workspace.json",
+        "babel.config.js",
+        ".babelrc",
+        "playwright.config.ts",
     ],
 )
 def test_the_default_test_side_covers_what_defines_or_configures_tests(path: str) -> None:
@@ -180,3 +188,38 @@ def test_a_test_module_that_is_a_link_is_not_proven_alone(tmp_path: Path) -> Non
     (tmp_path / "real.py").write_text("x\n")
     (tmp_path / "tests" / "test_api.py").symlink_to(tmp_path / "real.py")
     assert modules_only(["tests/test_api.py"], tmp_path) == []
+
+
+ENTRY_POINTS = """\
+[project]
+name = "calc"
+
+[project.entry-points.console_scripts]
+calc = "calc:main"
+"""
+
+
+def test_a_pytest11_entry_point_in_pyproject_is_the_test_part() -> None:
+    agent = ENTRY_POINTS + '\n[project.entry-points.pytest11]\nforge = "forging_plugin"\n'
+    agent = agent.replace('"calc:main"', '"calc:cli"')
+    assert settings_part("pyproject.toml", agent) != settings_part("pyproject.toml", ENTRY_POINTS)
+    merged = splice("pyproject.toml", tests_from=ENTRY_POINTS, rest_from=agent)
+    assert merged is not None
+    points = tomllib.loads(merged)["project"]["entry-points"]
+    assert points == {"console_scripts": {"calc": "calc:cli"}}
+
+
+SETUP_CFG = (
+    "[metadata]\nname = calc\n\n[options.entry_points]\nconsole_scripts =\n    c = calc:main\n"
+)
+
+
+def test_a_pytest11_entry_point_in_setup_cfg_is_the_test_part() -> None:
+    agent = SETUP_CFG + "pytest11 =\n    forge = forging_plugin\n"
+    assert settings_part("setup.cfg", agent) != settings_part("setup.cfg", SETUP_CFG)
+    assert splice("setup.cfg", tests_from=SETUP_CFG, rest_from=agent) == SETUP_CFG
+    # With a code change in the same section it cannot be cut line by line: the file stays
+    # as it was (keep_side puts it back whole).
+    both = agent.replace("calc:main", "calc:cli")
+    with pytest.raises(Unsplittable):
+        splice("setup.cfg", tests_from=SETUP_CFG, rest_from=both)

@@ -30,12 +30,15 @@ def check_free_space(work_dir: Path, limits: ResourceLimits) -> None:
         )
 
 
-def over_quota(folders: Iterable[Path], limits: ResourceLimits) -> str | None:
+def over_quota(
+    folders: Iterable[Path], limits: ResourceLimits, *, skip: Iterable[Path] = ()
+) -> str | None:
     """Why the run's folders are over REQDRIVE_DISK_QUOTA_MIB together, or None. Counted
-    without following links, each file once (hard links), by the blocks it takes; the count
-    stops at the quota, so a call that wrote a million files costs no more than the quota."""
+    without following links, each file once (hard links), by the blocks it takes, leaving
+    out the paths in `skip` (what the setup installed); the count stops at the quota, so a
+    call that wrote a million files costs no more than the quota."""
     quota = limits.disk_quota_mib * MIB
-    if folders_size(folders, stop_at=quota) <= quota:
+    if folders_size(folders, stop_at=quota, skip=skip) <= quota:
         return None
     return (
         f"the run's folders took more than {limits.disk_quota_mib} MiB "
@@ -43,8 +46,12 @@ def over_quota(folders: Iterable[Path], limits: ResourceLimits) -> str | None:
     )
 
 
-def folders_size(folders: Iterable[Path], *, stop_at: int | None = None) -> int:
-    """Bytes on disk under these folders (links not followed), or a number past stop_at."""
+def folders_size(
+    folders: Iterable[Path], *, stop_at: int | None = None, skip: Iterable[Path] = ()
+) -> int:
+    """Bytes on disk under these folders (links not followed, `skip`'s paths left out), or
+    a number past stop_at."""
+    skipped = {os.path.normpath(p) for p in skip}
     seen: set[tuple[int, int]] = set()
     total = 0
     pending = list(folders)
@@ -54,6 +61,8 @@ def folders_size(folders: Iterable[Path], *, stop_at: int | None = None) -> int:
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
         for entry in entries:
+            if os.path.normpath(entry.path) in skipped:
+                continue
             try:
                 info = entry.stat(follow_symlinks=False)
             except FileNotFoundError:

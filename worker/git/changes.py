@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.git.cache import RepositoryCache
 from worker.git.runner import GitCredentials, head_sha, run_git
-from worker.git.scope import collect_changes, has_staged_changes, restore_tree
+from worker.git.scope import (
+    clean_untracked,
+    collect_changes,
+    has_staged_changes,
+    ignored_now,
+    restore_tree,
+)
 from worker.git.worktree import AgentGitView, Worktree
 
 
@@ -21,6 +27,9 @@ class RunWorktree:
     worktree: Worktree
     # Fresh credentials before every push (None: the remote needs none).
     credentials: Callable[[], GitCredentials | None]
+    # The ignored paths the repository's setup made (its .venv, node_modules, a generated
+    # version file): every clean keeps them, and removes every other ignored file.
+    kept: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -43,8 +52,20 @@ class RunWorktree:
         return self.cache.agent_view(self.worktree, folder)
 
     def restore(self, sha: str, *, ignored_too: bool = False) -> None:
-        """The run's branch at `sha` with nothing else in the worktree."""
-        restore_tree(self.path, self.branch, sha, ignored_too=ignored_too)
+        """The run's branch at `sha` with nothing else in the worktree (but what the setup
+        made)."""
+        restore_tree(self.path, self.branch, sha, ignored_too=ignored_too, keep=self.kept)
+
+    def keep_setup(self, folders: list[str]) -> None:
+        """What the setup left is the checks' environment from now on: these folders and
+        every path git ignores now."""
+        self.kept[:] = list(dict.fromkeys([*folders, *ignored_now(self.path)]))
+
+    def clean_for_checks(self) -> None:
+        """Before a check: no untracked or ignored file but the setup's, whoever left it (an
+        agent call, or the code an earlier check ran: a module planted in an ignored folder
+        that the next check would import). Tracked and staged files are left as they are."""
+        clean_untracked(self.path, ignored_too=True, keep=self.kept)
 
     def gather(self, pre: str, forbidden: list[str]) -> list[str]:
         """The agent's work staged as one change on `pre`, forbidden paths reverted; those paths."""
@@ -65,9 +86,10 @@ class RunWorktree:
         return run_git(["diff", "--no-color", old, new], cwd=self.path)
 
     def drop_leftovers(self) -> None:
-        """Whatever the gates wrote (caches, reports, a formatter's rewrites): not the story's."""
+        """Whatever the gates wrote (caches, reports, a formatter's rewrites, a file ignored by
+        git that the next check would read): not the story's. The setup's paths stay."""
         run_git(["reset", "--hard", "--quiet"], cwd=self.path)
-        run_git(["clean", "-ffd", "--quiet"], cwd=self.path)
+        clean_untracked(self.path, ignored_too=True, keep=self.kept)
 
     @contextmanager
     def parent_with(self, parent: str, commit: str, files: Sequence[str]) -> Iterator[None]:

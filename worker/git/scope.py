@@ -21,6 +21,8 @@ class TreeState:
     head: str
     status: str
     ignored: frozenset[str]
+    # The same, a wholly ignored folder named once: what a revert keeps (a setup's .venv).
+    ignored_paths: tuple[str, ...] = ()
 
 
 def tree_state(cwd: Path) -> TreeState:
@@ -49,6 +51,7 @@ def tree_state(cwd: Path) -> TreeState:
         head=run_git(["rev-parse", "--verify", "--quiet", "HEAD"], cwd=cwd, check=False),
         status="\0".join(e for e in entries if not e.startswith("!! ")),
         ignored=frozenset(e[3:] for e in entries if e.startswith("!! ")),
+        ignored_paths=tuple(ignored_now(cwd)),
     )
 
 
@@ -64,7 +67,7 @@ def undo_planning_changes(cwd: Path, branch: str, before: TreeState) -> str | No
     if (after.head_ref, after.head, after.status) == (before.head_ref, before.head, before.status):
         _remove(cwd, sorted(after.ignored - before.ignored))
         return None
-    restore_tree(cwd, branch, before.head, ignored_too=True)
+    restore_tree(cwd, branch, before.head, ignored_too=True, keep=before.ignored_paths)
     return _describe_change(before, after)
 
 
@@ -91,12 +94,34 @@ def _remove(cwd: Path, ignored: Sequence[str]) -> None:
             folder.rmdir()
 
 
-def restore_tree(cwd: Path, branch: str, sha: str, *, ignored_too: bool = False) -> None:
+def restore_tree(
+    cwd: Path, branch: str, sha: str, *, ignored_too: bool = False, keep: Sequence[str] = ()
+) -> None:
     """Check out `branch` at `sha` with nothing else in the worktree (ignored files kept
-    unless `ignored_too`)."""
+    unless `ignored_too`; the paths in `keep` always)."""
     run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=cwd)
     run_git(["reset", "--hard", "--quiet", sha], cwd=cwd)
-    run_git(["clean", "-ffdx" if ignored_too else "-ffd", "--quiet"], cwd=cwd)
+    clean_untracked(cwd, ignored_too=ignored_too, keep=keep)
+
+
+def clean_untracked(cwd: Path, *, ignored_too: bool, keep: Sequence[str] = ()) -> None:
+    """Every untracked file removed (ignored ones too when `ignored_too`), but `keep`'s:
+    paths from the worktree's top, each kept whole."""
+    excluded = [arg for path in keep for arg in ("-e", "/" + _literal(path.strip("/")))]
+    run_git(["clean", "-ffdx" if ignored_too else "-ffd", "--quiet", *excluded], cwd=cwd)
+
+
+def ignored_now(cwd: Path) -> list[str]:
+    """The ignored paths in the worktree now, a folder named once (as `folder/`)."""
+    listed = run_git(
+        ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"], cwd=cwd
+    )
+    return [p for p in listed.split("\0") if p]
+
+
+def _literal(path: str) -> str:
+    """A path as a gitignore pattern that matches only itself."""
+    return "".join("\\" + c if c in "*?[\\!#" else c for c in path)
 
 
 def collect_changes(cwd: Path, branch: str, pre: str, forbidden: list[str]) -> list[str]:

@@ -126,8 +126,6 @@ class FrozenTests(BaseModel):
     changed_passing: list[str] = Field(default_factory=list)
     # What the tests call wrote outside the test side: reverted, not frozen.
     reverted: list[str] = Field(default_factory=list)
-    # Test configuration the frozen tests change (a conftest.py, pytest settings): shown.
-    gate_changes: list[str] = Field(default_factory=list)
     proven: bool = True  # False: the checks give no per-test results to prove them with
     # The test modules the proof ran alone on the parent; empty: it ran the whole suite.
     proof_selected: list[str] = Field(default_factory=list)

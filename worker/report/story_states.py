@@ -107,8 +107,10 @@ def frozen_note(story: StoryRecord) -> str:
     parts = []
     frozen = story.frozen
     if frozen is not None and frozen.commit:
-        unproven = "" if frozen.proven else " (not proven failing: no per-test results)"
-        parts.append(f"tests frozen in {frozen.commit[:12]}{unproven}")
+        how = "" if frozen.proven else " (not proven failing: no per-test results)"
+        if frozen.proven and frozen.proof_selected:  # else the whole suite ran on the parent
+            how = f" (proven with {', '.join(frozen.proof_selected)} alone)"
+        parts.append(f"tests frozen in {frozen.commit[:12]}{how}")
     elif frozen is not None:
         parts.append("frozen with no new tests (judged on the plan's)")
     if frozen is not None and frozen.changed_passing:

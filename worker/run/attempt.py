@@ -27,6 +27,7 @@ from worker.verdict.judging import (
     reference_gates,
     tests_by_id,
 )
+from worker.verdict.runner_reach import reach_note, what_reaches
 from worker.verdict.secret_scan import SecretScanner
 from worker.verdict.story_verdict import (
     Evidence,
@@ -252,6 +253,7 @@ class StoryAttempt:
             gates_as_they_were=gates_as_they_were,
         )
         outcome, why = changed_passing(self.frozen, self.record, verdict.outcome, verdict.reason)
+        outcome, why = _reaching(ctx, self.start, commit, outcome, why)
         failed = outcome is AttemptOutcome.GATES_FAILED
         if failed:  # its patch is kept in the run folder, its commit not on the branch
             patch = ctx.folder.patch_path(self.iteration).name
@@ -354,6 +356,19 @@ class StoryAttempt:
             "gates": ", ".join(f"{g.name}: `{g.command}`" for g in ctx.gates) or "none configured",
             "forbidden_paths": ctx.forbidden,
         }
+
+
+def _reaching(
+    ctx: RunContext, start: str, commit: str, outcome: AttemptOutcome, why: str
+) -> tuple[AttemptOutcome, str]:
+    """A pass whose code names its test runner's machinery, or adds a module that shadows
+    one the checks import from elsewhere, needs review (runner_reach.py)."""
+    if outcome is not AttemptOutcome.PASSED:
+        return outcome, why
+    found = what_reaches(ctx.git.path, start, commit, ctx.test_side, ctx.git.kept)
+    if not found:
+        return outcome, why
+    return AttemptOutcome.NEEDS_REVIEW, _joined(why, reach_note(found))
 
 
 def _tests_reverted_note(story_id: str, reverted: list[str]) -> str:

@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -28,6 +29,24 @@ ENTRY_MAX_BYTES = 16 * 1024 * 1024  # an entry larger than this is neither saved
 ENTRIES_KEPT = 64  # the oldest beyond these are removed after each save
 # Per-run paths in the gates' environment: the same run elsewhere has others.
 RUN_PATHS = frozenset({"HOME", "TMPDIR"})
+# What the setup installed, as its packages' own records say it (name, version, where from):
+# Python's distribution metadata and path files, npm's package records. Their content,
+# with the worktree's path (new every run: editable installs hold it) left out.
+MANIFEST_NAMES = frozenset(
+    {
+        "METADATA",
+        "PKG-INFO",
+        "direct_url.json",
+        "entry_points.txt",
+        "pyvenv.cfg",
+        "package.json",
+        ".package-lock.json",
+        ".modules.yaml",
+        ".yarn-integrity",
+    }
+)
+MANIFEST_SUFFIXES = (".pth", ".egg-link")
+MANIFEST_MAX_BYTES = 1 << 20  # a larger one counts by its size alone
 GATES = TypeAdapter(list[GateResult])
 VERDICT_CODE = Path(gates_module.__file__).parent  # worker/verdict: gates and collectors
 
@@ -55,6 +74,7 @@ def baseline_key(ctx: RunContext, sha: str) -> str:
         "toolchains": [str(p) for p in ctx.toolchains.folders],
         "sandbox": "off" if sandbox is None else [str(sandbox.network), repr(sandbox.limits)],
         "limits": repr(asdict(ctx.spec.limits)),
+        "installed": installed_identity(ctx.git.path, ctx.git.kept),
     }
     encoded = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(encoded).hexdigest()
@@ -117,6 +137,35 @@ class BaselineCache:
         for _, path in sorted(entries, reverse=True)[ENTRIES_KEPT:]:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def installed_identity(worktree: Path, kept: list[str]) -> str:
+    """What the setup left, by its packages' records: a dependency the setup resolved to
+    another version (no lockfile pins it) is another baseline. Links are not followed."""
+    digest = hashlib.sha256()
+    marker = str(worktree).encode()
+    for name in sorted(kept):
+        top = worktree / name.rstrip("/")
+        digest.update(b"\0path\0" + name.encode())
+        if top.is_file() and not top.is_symlink():
+            _add_file(digest, top, name, marker)
+            continue
+        for where, dirs, files in os.walk(top, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and d != ".cache")
+            for file in sorted(files):
+                if file in MANIFEST_NAMES or file.endswith(MANIFEST_SUFFIXES):
+                    path = Path(where) / file
+                    _add_file(digest, path, str(path.relative_to(worktree)), marker)
+    return digest.hexdigest()
+
+
+def _add_file(digest: Any, path: Path, name: str, marker: bytes) -> None:
+    with contextlib.suppress(OSError):
+        if path.is_symlink():
+            return
+        size = path.stat().st_size
+        body = path.read_bytes() if size <= MANIFEST_MAX_BYTES else str(size).encode()
+        digest.update(b"\0file\0" + name.encode() + b"\0" + body.replace(marker, b"<worktree>"))
 
 
 @functools.cache

@@ -22,6 +22,7 @@ from worker.model.repo_config import DEFAULT_SETUP_CACHE, GatesMode
 from worker.model.state import StopReason
 from worker.run.context import RunContext
 from worker.run.turn_budget import TurnBudget
+from worker.verdict.frozen_side import changed_during_check, file_states, frozen_paths
 from worker.verdict.gates import run_gates
 
 # npm's settings for every check (not the setup, which installs): npx never downloads a
@@ -88,8 +89,12 @@ def call_agent(
     ctx.git.secure()  # before any git of ours reads what it may have planted
     _check_setup_state(ctx, environment, deep=sandbox is None)
     places = ctx.places
+    # The setup's installed environment is the host's to pay for, not the call's.
+    setup_made = [ctx.git.path / name for name in ctx.git.kept]
     if over := over_quota(
-        (ctx.git.path, places.home, places.handoff, places.git_view), ctx.spec.limits
+        (ctx.git.path, places.home, places.handoff, places.git_view),
+        ctx.spec.limits,
+        skip=setup_made,
     ):
         # Its files go and the attempt fails: the disk is the host's, not the agent's.
         ctx.git.restore(start or ctx.cp.head_sha, ignored_too=True)
@@ -146,6 +151,9 @@ def run_gates_on(
     its `tests` did not run (no such test, or it was not collected)."""
     if not ctx.gates:
         return []
+    ctx.git.clean_for_checks()
+    frozen = frozen_paths(ctx.git.path, ctx.test_side)
+    before = file_states(ctx.git.path, frozen)
     ctx.reporter.gates_started(label, ctx.gates)
     started = time.monotonic()
     results = run_gates(
@@ -158,11 +166,16 @@ def run_gates_on(
         parallel=ctx.config.gates_mode is GatesMode.PARALLEL,
         fail_fast=fail_fast,
         cancel=ctx.cancel,
-        sandbox=_gate_sandbox(ctx, frozen_setup=True),
+        sandbox=_gate_sandbox(ctx, frozen_setup=True, frozen_tests=frozen),
         homes=ctx.places.gate_home,
         limits=ctx.spec.limits,
         only=only,
     )
+    if changed := changed_during_check(ctx.git.path, before):
+        said = "the check changed the test side while it ran: " + ", ".join(changed[:5])
+        results = [
+            r.model_copy(update={"disagreements": [*r.disagreements, said]}) for r in results
+        ]
     ctx.reporter.gates_finished(label, results, time.monotonic() - started)
     sweep_leftovers(ctx)
     ctx.git.secure()  # the gates ran the agent's code
@@ -268,13 +281,16 @@ def sweep_leftovers(ctx: RunContext) -> None:
         ctx.folder.append_progress(note)
 
 
-def _gate_sandbox(ctx: RunContext, *, frozen_setup: bool = False) -> Sandbox | None:
+def _gate_sandbox(
+    ctx: RunContext, *, frozen_setup: bool = False, frozen_tests: Collection[str] = ()
+) -> Sandbox | None:
     """The sandbox for a gate run: the worktree and a git folder of its own (run_gates adds
     each gate's own HOME); not the agent's HOME nor the hand-over folder. With
     `frozen_setup`, the setup's Python environments read-only: the story's code runs in the
     checks, and a .pth or a patched package it left there would run in every later check,
     on the parent commits that prove its tests too. (node_modules stays writable: runners
-    keep their caches in it, nyc and vitest among them.)"""
+    keep their caches in it, nyc and vitest among them.) `frozen_tests`: the tracked
+    test-side paths, read-only too (frozen_side.frozen_paths)."""
     if ctx.spec.sandbox is None:
         return None
     view = ctx.git.agent_view(ctx.places.git_view)
@@ -287,7 +303,11 @@ def _gate_sandbox(ctx: RunContext, *, frozen_setup: bool = False) -> Sandbox | N
     return ctx.spec.sandbox.bind(
         writable=[view.git_dir],
         readonly=[*ctx.toolchains.folders, view.objects],
-        shadows=[(view.git_file, worktree / ".git"), *((p, p) for p in frozen)],
+        shadows=[
+            (view.git_file, worktree / ".git"),
+            *((p, p) for p in frozen),
+            *((worktree / p, worktree / p) for p in frozen_tests),
+        ],
     )
 
 

@@ -63,6 +63,7 @@ def set_up(ctx: RunContext) -> None:
         return  # the baseline step says the run was cancelled; nothing half-made is kept
     if failure is not None:
         raise SetupFailed(failure)
+    ctx.git.keep_setup(setup_folders(ctx))
     # Saved only from the base commit: a resumed run's worktree holds the agent's commits, and
     # what its setup made (a planted .pth, a patched package) would reach later runs' checks
     # under the same key.

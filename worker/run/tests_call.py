@@ -18,7 +18,7 @@ from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_file
 from worker.verdict.judging import MISSING, added_tests, reference_gates, tests_by_id
 from worker.verdict.secret_scan import SecretScanner
 from worker.verdict.story_verdict import proven_tests
-from worker.verdict.tampering import changed_files, gate_inputs, rewritten_tests
+from worker.verdict.tampering import changed_files, rewritten_tests
 from worker.verdict.test_side import test_modules_only
 
 PROBLEMS_SHOWN = 5
@@ -84,10 +84,11 @@ class TestsCall:
             )
             return None, self._back(AttemptOutcome.CREDENTIAL_IN_CHANGE, why + ")", base)
         commit = ctx.git.commit(tests_subject(self.record), story_trailer(self.record.id))
-        gates, alone = self._proof_run(commit)
+        changed = changed_files(ctx.git.path, self.start, commit)
+        gates, alone = self._proof_run(changed)
         if ctx.cancel.is_set():
             return None, self._back(AttemptOutcome.CANCELLED, "cancelled", base)
-        frozen, problems = self._prove(commit, gates, reverted, alone)
+        frozen, problems = self._prove(commit, changed, gates, reverted, alone)
         if problems:
             why = "its tests were not frozen: " + "; ".join(problems[:PROBLEMS_SHOWN])
             more = len(problems) - PROBLEMS_SHOWN
@@ -100,7 +101,7 @@ class TestsCall:
             return None, record.model_copy(update={"gates": gates})
         return frozen, AttemptRecord(outcome=AttemptOutcome.PASSED, gates=gates, **base)
 
-    def _proof_run(self, commit: str) -> tuple[list[GateResult], list[str]]:
+    def _proof_run(self, changed: Sequence[str]) -> tuple[list[GateResult], list[str]]:
         """The checks on the `test:` commit (the story's parent and its tests), and the test
         modules they ran alone ([]: the whole suite ran).
 
@@ -112,7 +113,7 @@ class TestsCall:
         whole suite runs, and every other test must keep its state here. A selection that
         reported nothing of a module (a runner that names files otherwise) runs whole."""
         ctx = self.ctx
-        modules = test_modules_only(changed_files(ctx.git.path, self.start, commit), ctx.git.path)
+        modules = test_modules_only(changed, ctx.git.path)
         if modules:
             gates = run_files(ctx, self.label, modules)
             reported = tests_by_id(gates)
@@ -121,20 +122,22 @@ class TestsCall:
         return run_gates_on(ctx, self.label, fail_fast=False), []
 
     def _prove(
-        self, commit: str, gates: Sequence[GateResult], reverted: list[str], alone: list[str]
+        self,
+        commit: str,
+        changed: Sequence[str],
+        gates: Sequence[GateResult],
+        reverted: list[str],
+        alone: list[str],
     ) -> tuple[FrozenTests, list[str]]:
         """Each new or changed test fails here, on the story's parent; no other test changed
         state (checked here when the whole suite ran, else by the implement attempt); no
         existing test changed that the plan did not name."""
         ctx, record, path = self.ctx, self.record, self.ctx.git.path
         reference = reference_gates(ctx.cp.stories, ctx.cp.baseline or [])
-        changed = changed_files(path, self.start, commit)
+        # A gate input the tests call changed is judged with the implement attempt's, which
+        # counts them from the story's start (attempt.py).
         frozen = FrozenTests(
-            parent=self.start,
-            commit=commit,
-            reverted=reverted,
-            gate_changes=gate_inputs(path, self.start, commit, changed, ctx.gates),
-            proof_selected=alone,
+            parent=self.start, commit=commit, reverted=reverted, proof_selected=alone
         )
         before, now = tests_by_id(reference) or {}, tests_by_id(gates)
         if now is None:  # nothing per test to prove with: frozen, and said so

@@ -58,6 +58,12 @@ def pytest_disagreements(
         said.append(f"reported but never collected: {few(ran - plugin.collected)}")
     if exit_code == 0 and any(s not in (0, PYTEST_NO_TESTS) for s in plugin.finished):
         said.append(f"the command exited 0, though pytest exited {max(plugin.finished)}")
+    if plugin.raised_yet_passed:
+        # The report was changed after the test ran: code in the test process forged it.
+        said.append(
+            "reported passed, though its test function raised: "
+            + few([f"{t} ({what})" for t, what in plugin.raised_yet_passed.items()])
+        )
     if junit is not None and plugin.started == 1:
         differ = {t for t in set(junit) | set(plugin.tests) if junit.get(t) != plugin.tests.get(t)}
         if differ:

@@ -128,3 +128,56 @@ def drop_new_ignored(cwd: Path, side: TestSide, before: Snapshot) -> list[str]:
                 remove_under(cwd, path)
             dropped.append(path)
     return sorted(dropped)
+
+
+# The test side is read-only while a check runs: the story's code runs in it, and code that
+# rewrote a frozen test before pytest imported it (then left the clean-up to put it back)
+# would be judged on a test of its own. Each tracked test-side file is bound read-only over
+# itself; past this many, a folder wholly on the test side is bound once instead.
+READONLY_FILES_MAX = 2000
+
+
+def frozen_paths(cwd: Path, side: TestSide) -> list[str]:
+    """The tracked test-side paths to lay read-only over the worktree for a check: every
+    file (a mixed file's test part cannot be bound apart, so those stay writable), or, for
+    a large test side, the topmost folders wholly on it and the files outside them."""
+    listed = run_git(["ls-files", "-z", "--cached"], cwd=cwd)
+    files = [p for p in listed.split("\0") if p and side.covers(p) and not is_mixed(p)]
+    files = [p for p in files if os.path.isfile(cwd / p) and not os.path.islink(cwd / p)]
+    if len(files) <= READONLY_FILES_MAX:
+        return files
+    paths: list[str] = []
+    for path in files:
+        parts = path.split("/")
+        top = next(
+            (
+                "/".join(parts[:n])
+                for n in range(1, len(parts))
+                if side.covers("/".join(parts[:n]) + "/x")
+            ),
+            path,
+        )
+        if top not in paths:
+            paths.append(top)
+    return paths
+
+
+def file_states(cwd: Path, paths: list[str]) -> dict[str, tuple[int, ...] | None]:
+    """Each path's kind, size, inode and change times (None: gone), to compare after a check."""
+    states: dict[str, tuple[int, ...] | None] = {}
+    for path in paths:
+        try:
+            info = os.lstat(cwd / path)
+        except OSError:
+            states[path] = None
+            continue
+        states[path] = (info.st_mode, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+    return states
+
+
+def changed_during_check(cwd: Path, before: dict[str, tuple[int, ...] | None]) -> list[str]:
+    """The test-side paths a check changed or removed, before its clean-up puts them back
+    (with the sandbox off nothing binds them read-only). A folder renamed aside and back
+    while the check ran is not seen: its files keep their inode and times."""
+    after = file_states(cwd, list(before))
+    return sorted(p for p, seen in before.items() if after[p] != seen)

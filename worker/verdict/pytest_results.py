@@ -23,6 +23,8 @@ class PluginResults:
     failures: dict[str, str] = field(default_factory=dict)
     collect_errors: list[str] = field(default_factory=list)
     collect_reports: set[str] = field(default_factory=set)  # files failed or skipped whole
+    # Tests reported passed whose test function the plugin saw raise: {id: what it raised}.
+    raised_yet_passed: dict[str, str] = field(default_factory=dict)
     problem: str | None = None  # why the file gives no results (too large, unreadable)
 
 
@@ -90,3 +92,5 @@ def _add_report(found: PluginResults, record: dict[str, object]) -> None:
         found.tests[test_id] = TestStatus.SKIPPED
     elif outcome == "passed" and record.get("when") == "call":
         found.tests.setdefault(test_id, TestStatus.PASSED)
+        if record.get("raised"):
+            found.raised_yet_passed[test_id] = str(record["raised"])[:80]

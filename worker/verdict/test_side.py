@@ -41,7 +41,10 @@ ECOSYSTEM_MARKERS: dict[str, tuple[str, ...]] = {
     "rust": ("**/Cargo.toml",),
 }
 # On the test side whatever `testPaths` says: what pytest and Python read before any test
-# runs (a conftest, a pytest config in any folder, a startup hook), the JS runners' configs.
+# runs (a conftest, a pytest config in any folder, a startup hook, packaging metadata, whose
+# `pytest11` entry points pytest loads as plugins from any folder on sys.path), the JS
+# runners' configs and what transforms their tests (vite's config is vitest's when it has
+# none of its own; babel's rewrites every test jest loads).
 ALWAYS_TEST_PATHS = (
     "**/conftest.py",
     "**/pytest.ini",
@@ -51,17 +54,29 @@ ALWAYS_TEST_PATHS = (
     "**/sitecustomize.py",
     "**/usercustomize.py",
     "**/*.pth",
+    "**/*.dist-info/**",
+    "**/*.egg-info/**",
+    "**/entry_points.txt",
     "**/jest.config.*",
     "**/jest.setup.*",
     "**/vitest.config.*",
     "**/vitest.workspace.*",
     "**/vitest.setup.*",
+    "**/vite.config.*",
+    "**/babel.config.*",
+    "**/.babelrc*",
+    "**/karma.conf.*",
+    "**/playwright.config.*",
+    "**/cypress.config.*",
     "**/.mocharc*",
     "**/ava.config.*",
     "**/testdata/**",
 )
 # Files that are code and test settings at once: only their test part is on the test side.
 PYPROJECT_TEST_TABLES = ("pytest", "tox", "coverage")  # under [tool]
+# The entry-point group pytest loads plugins from: a plugin the package itself registers
+# (`[project.entry-points.pytest11]`, setup.cfg's `pytest11 =` in [options.entry_points]).
+PYTEST_ENTRY_POINTS = "pytest11"
 INI_TEST_SECTION_RE = re.compile(
     r"^(pytest|tool:pytest|tox|tox:.*|testenv|testenv:.*|coverage:.*)$"
 )
@@ -181,6 +196,12 @@ def _toml_split(text: str) -> tuple[object, object]:
     tool = dict(doc.get("tool") or {})
     tests = {k: tool.pop(k) for k in PYPROJECT_TEST_TABLES if k in tool}
     rest = {**doc, "tool": tool} if tool else {k: v for k, v in doc.items() if k != "tool"}
+    project = dict(rest.get("project") or {})
+    points = dict(project.get("entry-points") or {})
+    if PYTEST_ENTRY_POINTS in points:
+        tests["entry-points"] = points.pop(PYTEST_ENTRY_POINTS)
+        project["entry-points"] = points
+        rest["project"] = project
     return tests or None, rest
 
 
@@ -189,6 +210,9 @@ def _ini_split(text: str) -> tuple[object, object]:
     parser.read_string(text)
     sections = {name: dict(parser[name]) for name in parser.sections()}
     tests = {k: v for k, v in sections.items() if INI_TEST_SECTION_RE.match(k)}
+    points = sections.get("options.entry_points", {})
+    if PYTEST_ENTRY_POINTS in points:  # split by key: the block merge cannot (Unsplittable)
+        tests["options.entry_points"] = {PYTEST_ENTRY_POINTS: points.pop(PYTEST_ENTRY_POINTS)}
     rest = {k: v for k, v in sections.items() if not INI_TEST_SECTION_RE.match(k)}
     return tests or None, (rest, dict(parser.defaults()))
 
@@ -237,7 +261,9 @@ def _blocks_merge(
 
 
 def _toml_test_table(name: str) -> bool:
-    return any(name == f"tool.{t}" or name.startswith(f"tool.{t}.") for t in PYPROJECT_TEST_TABLES)
+    return name == f"project.entry-points.{PYTEST_ENTRY_POINTS}" or any(
+        name == f"tool.{t}" or name.startswith(f"tool.{t}.") for t in PYPROJECT_TEST_TABLES
+    )
 
 
 MIXED: dict[str, _Kind] = {

@@ -3,7 +3,9 @@
 Loaded by the worker from a read-only folder outside the repository (`-p reqdrive_results`),
 it appends one JSON object a line to the file named by REQDRIVE_RESULTS: `start`,
 `collected` (the ids kept for this run), `report` (one per setup/call/teardown phase),
-`collect` (a file that failed or was skipped whole), `finish` (pytest's exit status). With
+`collect` (a file that failed or was skipped whole), `finish` (pytest's exit status). A call
+phase's `report` says what the test function raised (`raised`), as seen from around it,
+before any report is made of it: a report that says "passed" is then checked against it. With
 REQDRIVE_ONLY naming a file of test ids (or of test files, as paths from pytest's rootdir:
 every test in them), the other tests are deselected. Ids are written as
 pytest's JUnit report names them ("classname::name"), the ids the worker keeps for every
@@ -32,6 +34,7 @@ IDS_PER_RECORD = 100
 _stream: list[IO[str]] = []  # the results file, open for the session (the controller's only)
 _only: list[set[str]] = []  # the ids to keep, when the worker names them
 _prefix: list[str] = []  # the repository's --junit-prefix, which pytest's report puts first
+_raised: dict[str, str] = {}  # nodeid: what its test function raised, seen around the call
 
 
 def junit_id(nodeid: str) -> str:
@@ -106,6 +109,19 @@ def _write_collected(ids: list[str], extra: dict[str, object]) -> None:
         _write({"event": "collected", "ids": [], **extra})
 
 
+# The innermost wrapper this plugin can be: the test function's own exception, before
+# pytest or any plugin makes a report of it (code that patches the reports changes them
+# after this). A skip or an xfail raised on purpose is no failure.
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    outcome = yield
+    excinfo = outcome.excinfo
+    if excinfo is not None and not isinstance(
+        excinfo[1], (pytest.skip.Exception, pytest.xfail.Exception)
+    ):
+        _raised[item.nodeid] = type(excinfo[1]).__name__
+
+
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if not report.passed:  # a file that failed to import, or skipped itself whole
         _write({"event": "collect", "id": junit_id(report.nodeid), "outcome": report.outcome})
@@ -119,6 +135,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         "outcome": report.outcome,
         "xfail": hasattr(report, "wasxfail"),
     }
+    if report.when == "call":
+        record["raised"] = _raised.pop(report.nodeid, None)
     if report.failed:
         record["longrepr"] = report.longreprtext[-LONGREPR_CHARS:]
     _write(record)

@@ -194,3 +194,25 @@ def test_the_proof_of_a_changed_conftest_runs_the_whole_suite(
     # baseline, the implement attempt and its checks with the test configuration as it was).
     assert whole_runs(project) == (4, 0)
     assert record.frozen is not None and record.frozen.proof_selected == []
+
+
+def test_the_proof_on_the_parent_does_not_collect_the_rest_of_the_suite(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    # An existing module that notes each import, outside the worktree: each collection of the
+    # whole suite imports it.
+    imports = tmp_path / "imports.log"
+    existing = (
+        f"with open({str(imports)!r}, 'a') as log:\n    log.write('imported\\n')\n\n\n"
+        "def test_existing():\n    pass\n"
+    )
+    project = selecting_project(make_project, tmp_path, **{"tests/test_existing.py": existing})
+    scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    result = project.run(scenario)
+
+    assert result.ready, result.draft_reason
+    (story,) = result.stories
+    assert story.frozen is not None and story.frozen.at_parent == {"tests.test_feature_1": "failed"}
+    assert whole_runs(project) == (2, 1)
+    # The baseline and the implement attempt imported it; the proof of the new module did not.
+    assert imports.read_text().splitlines() == ["imported", "imported"]

@@ -131,7 +131,12 @@ def _turn_budget(ctx: RunContext, call: AgentCall) -> TurnBudget | None:
 
 
 def run_gates_on(
-    ctx: RunContext, label: str, *, fail_fast: bool, only: Collection[str] | None = None
+    ctx: RunContext,
+    label: str,
+    *,
+    fail_fast: bool,
+    only: Collection[str] | None = None,
+    narrow: bool = False,
 ) -> list[GateResult]:
     """The gates on the worktree as it is; what they wrote is dropped after.
 
@@ -143,7 +148,11 @@ def run_gates_on(
     in every package the command tests), jest and vitest (their files and a `-t` name
     pattern); node and others run whole.
     A gate whose runner selected them says so in `selected`; an id in `only` missing from
-    its `tests` did not run (no such test, or it was not collected)."""
+    its `tests` did not run (no such test, or it was not collected).
+    With `narrow` (a fail-to-pass proof on a story's parent), pytest does not even collect
+    the test files that hold none of them: the proof pays for its own files, not for the
+    whole suite's collection. Re-runs of a test that passed before stay un-narrowed: their
+    flakiness is judged against a run that collected what the whole run did."""
     if not ctx.gates:
         return []
     ctx.reporter.gates_started(label, ctx.gates)
@@ -162,6 +171,7 @@ def run_gates_on(
         homes=ctx.places.gate_home,
         limits=ctx.spec.limits,
         only=only,
+        narrow=narrow,
     )
     ctx.reporter.gates_finished(label, results, time.monotonic() - started)
     sweep_leftovers(ctx)

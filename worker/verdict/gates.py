@@ -63,6 +63,7 @@ def run_gates(
     homes: Path | None = None,
     limits: ResourceLimits = DEFAULT_LIMITS,
     only: Collection[str] | None = None,
+    narrow: bool = False,
 ) -> list[GateResult]:
     """Run the gates and save <label>.gates.json and a log per gate in output_dir.
 
@@ -70,7 +71,7 @@ def run_gates(
     parallel runs every gate at once; fail_fast=False runs every gate one after another.
     With `homes`, each gate gets a fresh HOME of its own there (gate_homes.own_home).
     With `only`, just the gates that run tests, each limited to those ids where its runner
-    can select them (run_gate).
+    can select them (run_gate); with `narrow` too, pytest collects only the files they are in.
     """
     output_dir.mkdir(parents=True, exist_ok=True)
     if only is not None:
@@ -89,6 +90,7 @@ def run_gates(
                 sandbox=gate_sandbox,
                 limits=limits,
                 only=only,
+                narrow=narrow,
             )
 
     results: list[GateResult] = []
@@ -119,11 +121,13 @@ def run_gate(
     sandbox: Sandbox | None = None,
     limits: ResourceLimits = DEFAULT_LIMITS,
     only: Collection[str] | None = None,
+    narrow: bool = False,
 ) -> GateResult:
     """Run one gate with bash in its own process group (in the sandbox, if given: it runs
     the agent's code), with the worker's own reporter for its runner added (runners.py);
     read what that reporter wrote, outside the worktree, and cross-check it (collect.py).
-    With `only`, a runner that can select tests runs just those ids."""
+    With `only`, a runner that can select tests runs just those ids; with `narrow` too, pytest
+    collects only the files they are in (reporter_setup)."""
     stem = f"{label}.{UNSAFE_NAME_RE.sub('_', spec.name)}"
     log_path = output_dir / f"{stem}.log"
     runner = runner_of(spec)
@@ -131,7 +135,7 @@ def run_gate(
         # A report the agent committed must never stand in for this run's results.
         _drop_stale(cwd, spec.junit)
     with results_folder() as folder:
-        setup = reporter_setup(spec, runner, folder, only, env)
+        setup = reporter_setup(spec, runner, folder, only, env, narrow=narrow)
         (folder / PYCACHE_DIR).mkdir()
         gate_env = {**env, PYCACHE_VAR: str(folder / PYCACHE_DIR)}
         if spec.junit is True:

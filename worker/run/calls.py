@@ -12,6 +12,7 @@ from pathlib import Path
 from worker.agents.base import AgentCall, AgentOutcome
 from worker.agents.claude import ClaudeRunner
 from worker.agents.pricing import CallCost, call_cost, with_cost
+from worker.confine.bytecode_seed import BytecodeSeed
 from worker.confine.disk import empty_folders, over_quota
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS
 from worker.confine.safe_paths import LinkError, empty_folder, parent_of, remove_under
@@ -29,6 +30,9 @@ from worker.verdict.gates import run_gates
 # (verdict/unstartable.py) instead of the checks running the newest major of the runner; and
 # no update check reaching the registry from every npm command. `npx --yes` still downloads.
 NPM_CHECK_SETTINGS = {"npm_config_yes": "false", "npm_config_update_notifier": "false"}
+# The worker's own bytecode of library modules, copied into each gate run's pycache folder
+# (confine/bytecode_seed.py); under the work dir, which no agent or gate is given.
+BYTECODE_SEED = "bytecode-seed"
 # The folders a setup fills when `setupCache` names none (worker/run/setup.py caches them).
 
 
@@ -172,6 +176,7 @@ def run_gates_on(
         limits=ctx.spec.limits,
         only=only,
         narrow=narrow,
+        seed=BytecodeSeed(ctx.spec.work_dir / BYTECODE_SEED),
     )
     ctx.reporter.gates_finished(label, results, time.monotonic() - started)
     sweep_leftovers(ctx)

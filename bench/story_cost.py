@@ -1,6 +1,6 @@
 """What a story costs on a real project's test suite, beside one run of that suite by hand.
 
-    .venv/bin/python -m bench.story_cost [--stories 3] [--by-assertion]
+    .venv/bin/python -m bench.story_cost [--stories 3] [--by-assertion] [--profile]
 
 The project is parso's sdist from PyPI (pure Python, 1,351 tests with its doctests), pinned by
 version and sha256 and kept under `.cache/bench/`. It is made a git repository on a bare
@@ -17,6 +17,8 @@ and taken as the median; the ratios divide each run's wall time, and its CPU tim
 process and every child it waited for: gates, agent, git), by the reference's. On a shared
 machine the CPU ratio is the one to read. Each run also counts its gate runs (the
 `*.gates.json` files its folder holds; a baseline from the cache is not one).
+With `--profile`, each run's CPU is also split by where it went (`Profile`): each kind of gate
+run, the agent calls, and the worker's own steps between them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -33,6 +36,9 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +138,77 @@ def cpu_s() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+# A gate run's kind, from its label (run_folder.gates_label and the suffixes the engine adds).
+GATE_KINDS = (
+    ("baseline", re.compile(r"^baseline$")),
+    ("tests-call proof (parent + its tests)", re.compile(r"-tests$")),
+    ("added tests on the parent", re.compile(r"\.parent$")),
+    ("re-runs alone", re.compile(r"\.rerun\d+$")),
+    ("gates as they were", re.compile(r"\.restored$")),
+    ("final verification", re.compile(r"^verification$")),
+    ("implement attempt (whole suite)", re.compile(r"^iteration-\d+$")),
+)
+
+
+class Profile:
+    """Where a run's CPU goes: each gate run and agent call timed by the CPU of this process
+    and the children it waited for (the gates and agents are children, reaped before the call
+    returns), by kind; the rest is the worker's own (git, commits, reports, planning steps).
+    Installed by wrapping `run_gates_on` and `call_agent` wherever a module imported them."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.count: dict[str, int] = defaultdict(int)
+        self._depth = 0
+
+    @contextmanager
+    def measure(self, kind: str) -> Iterator[None]:
+        self._depth += 1
+        started = cpu_s()
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:  # a gate run inside an agent call's steps counts once
+                self.cpu[kind] += cpu_s() - started
+                self.count[kind] += 1
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        from worker.run import calls
+
+        originals: dict[str, Callable[..., Any]] = {
+            "run_gates_on": calls.run_gates_on,
+            "call_agent": calls.call_agent,
+        }
+
+        def gates(ctx: Any, label: str, **kwargs: Any) -> Any:
+            kind = next((k for k, p in GATE_KINDS if p.search(label)), f"gates {label}")
+            with self.measure(f"gates: {kind}"):
+                return originals["run_gates_on"](ctx, label, **kwargs)
+
+        def agent(ctx: Any, label: Any, prompt: str, **kwargs: Any) -> Any:
+            said = str(label)
+            kind = (
+                "plan" if said.startswith("plan") else "tests" if "tests" in said else "implement"
+            )
+            with self.measure(f"agent: {kind} call"):
+                return originals["call_agent"](ctx, label, prompt, **kwargs)
+
+        wrapped: dict[str, Callable[..., Any]] = {"run_gates_on": gates, "call_agent": agent}
+        patched = []
+        for module in list(sys.modules.values()):
+            for name, original in originals.items():
+                if getattr(module, name, None) is original:
+                    setattr(module, name, wrapped[name])
+                    patched.append((module, name, original))
+        try:
+            yield
+        finally:
+            for module, name, original in patched:
+                setattr(module, name, original)
+
+
 def by_hand(checkout: Path) -> tuple[float, float]:
     """One run of the suite by hand: wall and CPU seconds."""
     started, cpu = time.perf_counter(), cpu_s()
@@ -142,7 +219,9 @@ def by_hand(checkout: Path) -> tuple[float, float]:
     return elapsed
 
 
-def one_run(project: Project, name: str, stories: int, *, by_assertion: bool) -> dict[str, Any]:
+def one_run(
+    project: Project, name: str, stories: int, *, by_assertion: bool, profile: bool = False
+) -> dict[str, Any]:
     planned = [story(n) for n in range(1, stories + 1)]
     changes = {
         f"US-{n:03d}": [honest_change(n, by_assertion=by_assertion)] for n in range(1, stories + 1)
@@ -151,8 +230,13 @@ def one_run(project: Project, name: str, stories: int, *, by_assertion: bool) ->
         {"plan": [{"prd": {"project": "Answers", "userStories": planned}}], "stories": changes}
     )
     run_id = name.lower()
+    parts = Profile()
     started, cpu = time.perf_counter(), cpu_s()
-    result = project.run(scenario, run_id=run_id, requirement=requirement(name))
+    if profile:
+        with parts.installed():
+            result = project.run(scenario, run_id=run_id, requirement=requirement(name))
+    else:
+        result = project.run(scenario, run_id=run_id, requirement=requirement(name))
     wall, cpu = time.perf_counter() - started, cpu_s() - cpu
     if not all(s.state is StoryState.PASSED for s in result.stories) or not result.ready:
         reasons = [s.attempts[-1].reason if s.attempts else "" for s in result.stories]
@@ -179,6 +263,7 @@ def one_run(project: Project, name: str, stories: int, *, by_assertion: bool) ->
         "gate_s": gate_s,
         "baseline_cached": cached,
         "final_reused": summary.get("gates_reused_from"),
+        "profile": parts,
     }
 
 
@@ -189,6 +274,9 @@ def main() -> int:
         "--by-assertion",
         action="store_true",
         help="each story's test fails on its parent by assertion, not at its import",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="split each run's CPU by where it went"
     )
     args = parser.parse_args()
     n = args.stories
@@ -206,7 +294,17 @@ def main() -> int:
             if index == 1:  # the N-story run on a fresh work dir too
                 shutil.rmtree(project.work_dir, ignore_errors=True)
             rows.append(
-                (label, stories, one_run(project, name, stories, by_assertion=args.by_assertion))
+                (
+                    label,
+                    stories,
+                    one_run(
+                        project,
+                        name,
+                        stories,
+                        by_assertion=args.by_assertion,
+                        profile=args.profile,
+                    ),
+                )
             )
         wall_ref = statistics.median(h[0] for h in hand)
         cpu_ref = statistics.median(h[1] for h in hand)
@@ -228,7 +326,30 @@ def main() -> int:
             f"| {row['gate_s']:.1f} | {row['cpu_s']:.1f} | {row['wall_s'] / wall_ref:.2f} "
             f"| {row['cpu_s'] / cpu_ref:.2f} | ≤ {target:.1f} |"
         )
+    if args.profile:
+        print_profile(rows, cpu_ref)
     return 0
+
+
+def print_profile(rows: list[tuple[str, int, dict[str, Any]]], cpu_ref: float) -> None:
+    """Each run's CPU by where it went, in suites by hand (CPU / the reference's)."""
+    kinds = sorted({k for _, _, row in rows for k in row["profile"].cpu})
+    print()
+    print("CPU by where it went, in suites by hand (runs of it in parentheses):")
+    print("| where | " + " | ".join(label for label, _, _ in rows) + " |")
+    print("| --- |" + " ---: |" * len(rows))
+    for kind in kinds:
+        cells = []
+        for _, _, row in rows:
+            parts = row["profile"]
+            cells.append(
+                f"{parts.cpu[kind] / cpu_ref:.2f} ({parts.count[kind]})"
+                if kind in parts.cpu
+                else "—"
+            )
+        print(f"| {kind} | " + " | ".join(cells) + " |")
+    rest = [row["cpu_s"] - sum(row["profile"].cpu.values()) for _, _, row in rows]
+    print("| the worker's own steps | " + " | ".join(f"{r / cpu_ref:.2f}" for r in rest) + " |")
 
 
 if __name__ == "__main__":

@@ -222,3 +222,25 @@ def test_a_base_whose_setup_installed_another_version_is_measured_again(
     third = json.loads((project.run_dir("run-3") / "run.json").read_text())
     assert third["baseline_from_cache"] is None
     assert counted(project) == runs_before + 1
+
+
+def test_the_proof_on_the_parent_does_not_collect_the_rest_of_the_suite(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    # An existing module that notes each import, outside the worktree: each collection of the
+    # whole suite imports it.
+    imports = tmp_path / "imports.log"
+    existing = (
+        f"with open({str(imports)!r}, 'a') as log:\n    log.write('imported\\n')\n\n\n"
+        "def test_existing():\n    pass\n"
+    )
+    project = selecting_project(make_project, tmp_path, **{"tests/test_existing.py": existing})
+    scenario = project.scenario({"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}})
+    result = project.run(scenario)
+
+    assert result.ready, result.draft_reason
+    (story,) = result.stories
+    assert story.frozen is not None and story.frozen.at_parent == {"tests.test_feature_1": "failed"}
+    assert whole_runs(project) == (2, 1)
+    # The baseline and the implement attempt imported it; the proof of the new module did not.
+    assert imports.read_text().splitlines() == ["imported", "imported"]

@@ -278,7 +278,7 @@ class StoryAttempt:
         # one failed case named after the module: its tests failed there.
         modules = {t.split("::", 1)[0] for t in added}
         with self.ctx.git.parent_with(self.pre, commit, files_with_tests(changed, added)):
-            tests = run_selected(self.ctx, f"{self.label}.parent", {*added, *modules})
+            tests = run_selected(self.ctx, f"{self.label}.parent", {*added, *modules}, narrow=True)
         return {t: tests[t] if tests[t] != MISSING else tests[t.split("::", 1)[0]] for t in added}
 
     def _failed(self, error: Exception, base: dict[str, Any]) -> AttemptRecord:

@@ -12,6 +12,7 @@ from pathlib import Path
 from worker.agents.base import AgentCall, AgentOutcome
 from worker.agents.claude import ClaudeRunner
 from worker.agents.pricing import CallCost, call_cost, with_cost
+from worker.confine.bytecode_seed import BytecodeSeed
 from worker.confine.disk import empty_folders, over_quota
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS
 from worker.confine.safe_paths import LinkError, empty_folder, parent_of, remove_under
@@ -30,6 +31,9 @@ from worker.verdict.gates import run_gates
 # (verdict/unstartable.py) instead of the checks running the newest major of the runner; and
 # no update check reaching the registry from every npm command. `npx --yes` still downloads.
 NPM_CHECK_SETTINGS = {"npm_config_yes": "false", "npm_config_update_notifier": "false"}
+# The worker's own bytecode of library modules, copied into each gate run's pycache folder
+# (confine/bytecode_seed.py); under the work dir, which no agent or gate is given.
+BYTECODE_SEED = "bytecode-seed"
 # The folders a setup fills when `setupCache` names none (worker/run/setup.py caches them).
 
 
@@ -136,7 +140,12 @@ def _turn_budget(ctx: RunContext, call: AgentCall) -> TurnBudget | None:
 
 
 def run_gates_on(
-    ctx: RunContext, label: str, *, fail_fast: bool, only: Collection[str] | None = None
+    ctx: RunContext,
+    label: str,
+    *,
+    fail_fast: bool,
+    only: Collection[str] | None = None,
+    narrow: bool = False,
 ) -> list[GateResult]:
     """The gates on the worktree as it is; what they wrote is dropped after.
 
@@ -148,7 +157,11 @@ def run_gates_on(
     in every package the command tests), jest and vitest (their files and a `-t` name
     pattern); node and others run whole.
     A gate whose runner selected them says so in `selected`; an id in `only` missing from
-    its `tests` did not run (no such test, or it was not collected)."""
+    its `tests` did not run (no such test, or it was not collected).
+    With `narrow` (a fail-to-pass proof on a story's parent), pytest does not even collect
+    the test files that hold none of them: the proof pays for its own files, not for the
+    whole suite's collection. Re-runs of a test that passed before stay un-narrowed: their
+    flakiness is judged against a run that collected what the whole run did."""
     if not ctx.gates:
         return []
     ctx.git.clean_for_checks()
@@ -170,6 +183,8 @@ def run_gates_on(
         homes=ctx.places.gate_home,
         limits=ctx.spec.limits,
         only=only,
+        narrow=narrow,
+        seed=BytecodeSeed(ctx.spec.work_dir / BYTECODE_SEED),
     )
     if changed := changed_during_check(ctx.git.path, before):
         said = "the check changed the test side while it ran: " + ", ".join(changed[:5])

@@ -11,22 +11,26 @@ from worker.verdict.flaky import RERUNS, Reruns
 from worker.verdict.judging import MISSING, tests_by_id
 
 
-def run_selected(ctx: RunContext, label: str, test_ids: Collection[str]) -> dict[str, str]:
+def run_selected(
+    ctx: RunContext, label: str, test_ids: Collection[str], *, narrow: bool = False
+) -> dict[str, str]:
     """These tests' statuses on the worktree as it is (MISSING for one not reported).
 
     The one place chosen tests are run (the tests call's proof, the parent proof and the
     flaky re-runs all come through here): only the gates that run tests, and in them only
     these tests where the runner can select them (`only=`: pytest, go, jest, vitest); other
-    runners run whole and only these ids are kept."""
-    results = run_gates_on(ctx, label, fail_fast=False, only=test_ids)
+    runners run whole and only these ids are kept. `narrow`: a fail-to-pass proof, where
+    pytest collects only their files (run_gates_on)."""
+    results = run_gates_on(ctx, label, fail_fast=False, only=test_ids, narrow=narrow)
     reported = tests_by_id(results) or {}
     return {t: str(reported[t]) if t in reported else MISSING for t in test_ids}
 
 
 def run_files(ctx: RunContext, label: str, files: Sequence[str]) -> list[GateResult]:
     """The tests these test files hold, alone where the runner can select them (pytest by
-    the file's path, jest and vitest by the file; others run whole): the gates' results."""
-    return run_gates_on(ctx, label, fail_fast=False, only=files)
+    the file's path, jest and vitest by the file; others run whole): the gates' results.
+    A fail-to-pass proof (the tests call's): pytest collects only these files."""
+    return run_gates_on(ctx, label, fail_fast=False, only=files, narrow=True)
 
 
 def rerun_alone(

@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from worker.confine.bytecode_seed import BytecodeSeed
 from worker.confine.gate_homes import own_home, results_folder
 from worker.confine.limits import DEFAULT_LIMITS, ResourceLimits
 from worker.confine.processes import ProcessOutcome, run_process
@@ -63,6 +64,8 @@ def run_gates(
     homes: Path | None = None,
     limits: ResourceLimits = DEFAULT_LIMITS,
     only: Collection[str] | None = None,
+    narrow: bool = False,
+    seed: BytecodeSeed | None = None,
 ) -> list[GateResult]:
     """Run the gates and save <label>.gates.json and a log per gate in output_dir.
 
@@ -70,7 +73,9 @@ def run_gates(
     parallel runs every gate at once; fail_fast=False runs every gate one after another.
     With `homes`, each gate gets a fresh HOME of its own there (gate_homes.own_home).
     With `only`, just the gates that run tests, each limited to those ids where its runner
-    can select them (run_gate).
+    can select them (run_gate); with `narrow` too, pytest collects only the files they are in.
+    With `seed`, each run's fresh pycache folder starts as a copy of the worker's own bytecode
+    of library modules (bytecode_seed.py).
     """
     output_dir.mkdir(parents=True, exist_ok=True)
     if only is not None:
@@ -89,6 +94,8 @@ def run_gates(
                 sandbox=gate_sandbox,
                 limits=limits,
                 only=only,
+                narrow=narrow,
+                seed=seed,
             )
 
     results: list[GateResult] = []
@@ -119,11 +126,14 @@ def run_gate(
     sandbox: Sandbox | None = None,
     limits: ResourceLimits = DEFAULT_LIMITS,
     only: Collection[str] | None = None,
+    narrow: bool = False,
+    seed: BytecodeSeed | None = None,
 ) -> GateResult:
     """Run one gate with bash in its own process group (in the sandbox, if given: it runs
     the agent's code), with the worker's own reporter for its runner added (runners.py);
     read what that reporter wrote, outside the worktree, and cross-check it (collect.py).
-    With `only`, a runner that can select tests runs just those ids."""
+    With `only`, a runner that can select tests runs just those ids; with `narrow` too, pytest
+    collects only the files they are in (reporter_setup)."""
     stem = f"{label}.{UNSAFE_NAME_RE.sub('_', spec.name)}"
     log_path = output_dir / f"{stem}.log"
     runner = runner_of(spec)
@@ -131,8 +141,8 @@ def run_gate(
         # A report the agent committed must never stand in for this run's results.
         _drop_stale(cwd, spec.junit)
     with results_folder() as folder:
-        setup = reporter_setup(spec, runner, folder, only, env)
-        (folder / PYCACHE_DIR).mkdir()
+        setup = reporter_setup(spec, runner, folder, only, env, narrow=narrow)
+        _fresh_pycache(folder, seed)
         gate_env = {**env, PYCACHE_VAR: str(folder / PYCACHE_DIR)}
         if spec.junit is True:
             gate_env[JUNIT_VAR] = str(folder / JUNIT_FILE)
@@ -157,7 +167,12 @@ def run_gate(
             # The tested code can print the marker too: nothing the first run wrote may be
             # read as the second's.
             empty_folder(folder)
+            _fresh_pycache(folder, seed)
             process = launch(setup.without_plugin(spec))
+        if seed is not None:  # the worktree's, the gate's HOME and its own folder kept out
+            seed.learn(
+                folder / PYCACHE_DIR, [cwd, folder, *(Path(h) for h in [env.get("HOME")] if h)]
+            )
         places = Places(cwd=cwd, folder=folder, log=log_path, output_dir=output_dir, stem=stem)
         found = collect(spec, runner, places, process.exit_code, redactor, limits, only)
     output = process.output_tail
@@ -185,6 +200,14 @@ def run_gate(
         ),
         selected=sorted(only) if only is not None and tested and found.selecting else None,
     )
+
+
+def _fresh_pycache(folder: Path, seed: BytecodeSeed | None) -> None:
+    """The run's own pycache folder: empty, or a copy of the seed."""
+    if seed is None:
+        (folder / PYCACHE_DIR).mkdir()
+    else:
+        seed.lay_into(folder / PYCACHE_DIR)
 
 
 def _drop_stale(root: Path, rel: str) -> None:

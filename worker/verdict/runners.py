@@ -17,6 +17,8 @@ PLUGIN_DIR = Path(__file__).resolve().parent / "pytest_plugin"
 PLUGIN_MODULE = "reqdrive_results"
 RESULTS_VAR = "REQDRIVE_RESULTS"  # the plugin's results file (reqdrive_results.RESULTS_VAR)
 ONLY_VAR = "REQDRIVE_ONLY"  # the file of test ids to keep (reqdrive_results.ONLY_VAR)
+# Set: pytest collects only the files those ids are in (reqdrive_results.NARROW_VAR).
+NARROW_VAR = "REQDRIVE_NARROW"
 PLUGIN_FILE = "pytest-results.jsonl"
 JUNIT_FILE = "report.junit.xml"
 JSON_FILE = "report.json"
@@ -116,9 +118,12 @@ def reporter_setup(
     folder: Path,
     only: Collection[str] | None,
     env: Mapping[str, str],
+    *,
+    narrow: bool = False,
 ) -> ReporterSetup:
     """The gate's command and environment with the worker's reporter added; its reports go to
-    `folder`, the worker's own, outside the worktree."""
+    `folder`, the worker's own, outside the worktree. With `narrow`, pytest does not collect
+    the test files that hold none of `only` (the others are deselected either way)."""
     command = spec.command
     # Without a runner named, pytest is still asked: a script or `make test` may start it.
     if runner in (Runner.PYTEST, None):
@@ -133,6 +138,8 @@ def reporter_setup(
         if only is not None:
             (folder / "only.txt").write_text("".join(f"{t}\n" for t in sorted(only)))
             added[ONLY_VAR] = str(folder / "only.txt")
+            if narrow:
+                added[NARROW_VAR] = "1"
         command = PYTHONPATH_RE.sub(lambda m: f"PYTHONPATH={m['value']}:{PLUGIN_DIR}", command)
         return ReporterSetup(command, added, (PLUGIN_DIR,))
     if runner is Runner.GO and spec.junit is False:

@@ -7,7 +7,8 @@ it appends one JSON object a line to the file named by REQDRIVE_RESULTS: `start`
 phase's `report` says what the test function raised (`raised`), as seen from around it,
 before any report is made of it: a report that says "passed" is then checked against it. With
 REQDRIVE_ONLY naming a file of test ids (or of test files, as paths from pytest's rootdir:
-every test in them), the other tests are deselected. Ids are written as
+every test in them), the other tests are deselected; with REQDRIVE_NARROW set too, pytest
+does not even collect the files and folders that hold none of them (`Narrow`). Ids are written as
 pytest's JUnit report names them ("classname::name"), the ids the worker keeps for every
 test. It imports only the standard library and pytest: it runs in the gate's own
 interpreter, whatever that has installed.
@@ -18,12 +19,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 from typing import IO, Any
 
 import pytest
 
 RESULTS_VAR = "REQDRIVE_RESULTS"
 ONLY_VAR = "REQDRIVE_ONLY"
+NARROW_VAR = "REQDRIVE_NARROW"
 # Set while a session runs, so a pytest the tests start themselves (a subprocess inheriting
 # the environment) knows it is not the gate's and records nothing.
 SESSION_VAR = "REQDRIVE_RESULTS_SESSION"
@@ -65,6 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if only and not _only:
         with open(only, encoding="utf-8") as listed:
             _only.append({line.strip() for line in listed if line.strip()})
+    if _only and os.environ.get(NARROW_VAR):
+        _narrow(config, _only[0])
     if worker:  # an xdist worker: its controller reports for it
         return
     os.environ[SESSION_VAR] = str(os.getpid())
@@ -83,6 +88,58 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+class Narrow:
+    """Collection pruned to the files holding the ids asked for: any other test file, and
+    any folder on the way to none of them, is ignored before pytest reads it. Everything
+    pytest itself would ignore is still ignored (its own hooks decide the rest), the command's
+    paths and `testpaths` stay as they are (a file outside them is still not collected), and
+    the deselection by id still runs on what is collected. A package's `__init__.py` is never
+    ignored: it decides the modules' names."""
+
+    def __init__(self, files: set[Path]) -> None:
+        self.files = files
+        self.folders = {folder for path in files for folder in path.parents}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
+        path = Path(os.path.abspath(collection_path))
+        if path in self.files or path in self.folders or path.name == "__init__.py":
+            return None  # pytest's own rules decide
+        return True
+
+
+def _narrow(config: pytest.Config, asked: set[str]) -> None:
+    """Prune collection to the files the ids asked for lie in, where every id names a file
+    that exists (a path, or a dotted module from its JUnit id) and pytest calls the hook with
+    `collection_path` (7.0 and later); otherwise the deselection alone selects."""
+    version = tuple(int(p) for p in re.findall(r"\d+", pytest.__version__)[:1])
+    if version < (7,) or _prefix:
+        return
+    root = Path(os.path.abspath(config.rootpath))
+    files = set()
+    for test_id in asked:
+        found = _file_of(root, test_id.partition("::")[0])
+        if found is None:
+            return
+        files.add(found)
+    if files:
+        config.pluginmanager.register(Narrow(files), "reqdrive_narrow")
+
+
+def _file_of(root: Path, name: str) -> Path | None:
+    """The test file a path ("tests/test_x.py") or a JUnit classname ("tests.test_x.TestA",
+    "tests.test_x") names under pytest's rootdir: the longest dotted prefix that is a file."""
+    if name.endswith(".py"):
+        path = root / name
+        return path if path.is_file() else None
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = root.joinpath(*parts[:cut]).with_suffix(".py")
+        if path.is_file():
+            return path
+    return None
 
 
 def _asked(nodeid: str) -> bool:

@@ -1,0 +1,94 @@
+"""Each gate run's fresh pycache folder starts from the worker's own bytecode of library
+modules: compiled by the worker from the sources, never taken from what a gate wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from worker.confine.bytecode_seed import SUFFIX, BytecodeSeed
+from worker.confine.redact import Redactor
+from worker.model.gates import GateResult, GateSpec
+from worker.verdict.gates import run_gates
+
+ENV = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"}
+JSON_SOURCE = Path(json.__file__)
+# Run by a gate: bytecode for the standard library's json, stamped as its source is, where
+# this run's Python keeps its bytecode; its dumps() says "forged".
+FORGE = (
+    "import importlib.util, os, pathlib, py_compile, sys\n"
+    f"source = {str(JSON_SOURCE)!r}\n"
+    "target = importlib.util.cache_from_source(source)\n"
+    "forged = pathlib.Path(os.environ['TMPDIR']) / 'forged.py'\n"
+    "forged.write_text('def dumps(value):\\n    return \"forged\"\\n')\n"
+    "py_compile.compile(str(forged), cfile=target, doraise=True)\n"
+    "stat = os.stat(source)\n"
+    "data = bytearray(pathlib.Path(target).read_bytes())\n"
+    "data[8:16] = (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, 'little')"
+    " + (stat.st_size & 0xFFFFFFFF).to_bytes(4, 'little')\n"
+    "pathlib.Path(target).write_bytes(bytes(data))\n"
+    "import json\n"
+    "sys.exit(0 if json.dumps(1) == 'forged' else 5)\n"
+)
+CHECK = "python -c 'import json, sys; sys.exit(0 if json.dumps(1) == \"1\" else 3)'"
+
+
+def gates(tmp_path: Path, seed: BytecodeSeed, *commands: str) -> list[GateResult]:
+    specs = [GateSpec(name=f"g{n}", command=c) for n, c in enumerate(commands)]
+    (tmp_path / "home" / "tmp").mkdir(parents=True, exist_ok=True)
+    home = {"HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "home" / "tmp")}
+    worktree = tmp_path / "worktree"
+    worktree.mkdir(exist_ok=True)
+    return run_gates(
+        specs,
+        cwd=worktree,
+        env={**ENV, **home},
+        output_dir=tmp_path / "out",
+        label="iteration-1",
+        redactor=Redactor(),
+        fail_fast=False,
+        seed=seed,
+    )
+
+
+def seeded(seed: BytecodeSeed, source: Path) -> Path:
+    return seed.folder / source.parent.relative_to("/") / f"{source.stem}{SUFFIX}"
+
+
+def test_a_library_module_a_run_compiled_is_seeded_and_the_next_run_loads_it(
+    tmp_path: Path,
+) -> None:
+    seed = BytecodeSeed(tmp_path / "seed")
+    (first,) = gates(tmp_path, seed, CHECK)
+    assert first.passed and seeded(seed, JSON_SOURCE).is_file()
+    # Python says where it loaded a module's code from (-v).
+    (second,) = gates(tmp_path, seed, "python -v -c 'import json' 2>&1")
+    assert second.passed
+    loaded = [line for line in second.output_tail.splitlines() if "json/__init__" in line]
+    assert any("code object from" in line and "/pycache/" in line for line in loaded), loaded
+
+
+def test_bytecode_a_gate_forges_for_a_library_module_never_reaches_the_next_run(
+    tmp_path: Path,
+) -> None:
+    seed = BytecodeSeed(tmp_path / "seed")
+    forge, check = gates(tmp_path, seed, f"python -c {shlex.quote(FORGE)}", CHECK)
+    assert forge.passed, forge.output_tail  # the forgery worked in its own run
+    assert check.passed, check.output_tail  # and the next run ran json's source
+    # Seeded from the source by the worker: the seed's json is the real one.
+    (again,) = gates(tmp_path, seed, CHECK)
+    assert again.passed and seeded(seed, JSON_SOURCE).is_file()
+
+
+def test_the_worktree_s_modules_are_never_seeded(tmp_path: Path) -> None:
+    seed = BytecodeSeed(tmp_path / "seed", roots=[tmp_path])  # even inside a library folder
+    worktree = tmp_path / "worktree"
+    worktree.mkdir()
+    (worktree / "feature.py").write_text("VALUE = 1\n")
+    (result,) = gates(tmp_path, seed, "python -c 'import feature'")
+    assert result.passed
+    assert not seeded(seed, worktree / "feature.py").exists()
+    assert not any(p.name.startswith("feature.") for p in seed.folder.rglob("*"))

@@ -1,0 +1,92 @@
+"""The worker's own bytecode of library modules, copied into each gate run's pycache folder.
+
+Every gate run's Python keeps its bytecode in a fresh folder (PYTHONPYCACHEPREFIX, gates.py):
+bytecode a gate or the agent left is never what a later run executes. Fresh, it also makes
+every run compile again everything it imports, the standard library and pytest included:
+about a tenth of a suite's CPU on a real project, paid by every run, however small. The seed
+keeps that part: after a run, the names of the modules it compiled from sources under the
+interpreter's own library folders (never the worktree, never a folder a gate can write) are
+compiled once more by the worker itself, from those sources, into the seed; before a run, the
+seed is copied into its fresh folder. What a gate wrote is only ever read for its file names,
+never its bytes, and the copy a gate gets is its own: nothing it writes there reaches another
+run. A seeded file is stamped with its source's modification time and size, as Python's own
+bytecode is: a changed source is compiled again, as it would be without the seed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import py_compile
+import shutil
+import sys
+import sysconfig
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+TAG = sys.implementation.cache_tag  # the only bytecode the worker's compiler may produce
+SUFFIX = f".{TAG}.pyc"  # plain bytecode; pytest's rewritten modules ("-pytest-9.2.pyc") are not
+
+
+def library_roots() -> list[Path]:
+    """The worker interpreter's library folders: the standard library and site-packages."""
+    paths = sysconfig.get_paths()
+    found = {Path(paths[k]).resolve() for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return sorted(found)
+
+
+class BytecodeSeed:
+    """The worker's own compiled bytecode of library modules, in PYTHONPYCACHEPREFIX's layout
+    (the source's absolute folder, then `<name>.<tag>.pyc`)."""
+
+    def __init__(self, folder: Path, roots: Sequence[Path] | None = None) -> None:
+        self.folder = folder
+        self.roots = [Path(r) for r in (library_roots() if roots is None else roots)]
+
+    def lay_into(self, prefix: Path) -> None:
+        """A copy of the seed as the run's fresh pycache folder (made here)."""
+        if self.folder.is_dir():
+            shutil.copytree(self.folder, prefix, symlinks=True)
+        else:
+            prefix.mkdir()
+
+    def learn(self, prefix: Path, keep_out: Iterable[Path]) -> int:
+        """Compile into the seed, from their sources, the library modules a run compiled into
+        `prefix` (its fresh folder) and the seed lacks; `keep_out`: folders (the worktree, the
+        gate's own) whose sources are never seeded. How many were added."""
+        outside = [Path(os.path.abspath(p)) for p in keep_out]
+        added = 0
+        for source in self._sources(prefix):
+            if any(source.is_relative_to(p) for p in outside) or not self._in_roots(source):
+                continue
+            target = self.folder / source.parent.relative_to("/") / f"{source.stem}{SUFFIX}"
+            if target.exists():
+                continue
+            with contextlib.suppress(OSError, py_compile.PyCompileError, ValueError):
+                # As a plain run compiles it (asserts kept), stamped as Python stamps it.
+                py_compile.compile(
+                    str(source),
+                    cfile=str(target),
+                    doraise=True,
+                    optimize=0,
+                    invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
+                )
+                added += 1
+        return added
+
+    def _sources(self, prefix: Path) -> list[Path]:
+        """The source each plain bytecode file in `prefix` stands for (only its name is read)."""
+        found = []
+        for folder, _dirs, files in os.walk(prefix):
+            for name in files:
+                if name.endswith(SUFFIX) and not os.path.islink(os.path.join(folder, name)):
+                    where = Path("/") / Path(folder).relative_to(prefix)
+                    found.append(where / (name.removesuffix(SUFFIX) + ".py"))
+        return found
+
+    def _in_roots(self, source: Path) -> bool:
+        """A regular file under a library folder, reached through no link."""
+        try:
+            real = source.resolve(strict=True)
+        except OSError:
+            return False
+        return real == source and real.is_file() and any(real.is_relative_to(r) for r in self.roots)

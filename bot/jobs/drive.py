@@ -145,6 +145,13 @@ def execute(
         reporter.note(note)
     try:
         with run_lock(rt, record) as lock:
+            if (gone := rt.records.gone(record.run_id)) is not None:
+                # Its pull request closed (or the App was uninstalled) after this job read the
+                # record but before it took the lock: the close found no run going and removed
+                # its state, so starting now would run a closed pull request's stories again.
+                extra = {"run_id": record.run_id, "gone": gone}
+                log.info("run not started: its pull request or installation is gone", extra=extra)
+                return None
             return _locked_run(rt, record, reporter, cancel, lock, plan_only=plan_only)
     finally:
         # Its pull request closed (or the App uninstalled) while it ran: now that it stopped

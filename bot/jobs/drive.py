@@ -202,6 +202,7 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         token = rt.app.auth.token(record.installation_id, record.repo, RUN_PERMISSIONS)
         return GitCredentials(token)
 
+    limits = settings.installation_limits(record.installation_id)
     secrets = [credentials().token]  # fails here, before any work, when no token is granted
     for secret in (settings.github_webhook_secret, settings.github_private_key):
         if secret is not None:
@@ -212,7 +213,11 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         plan_only=plan_only,
         superseded=lambda: rt.reruns.waiting(record.job_id),
         shared_budget=InstallationBudget(
-            rt.spend, record.installation_id, record.run_id, settings.reqdrive_monthly_budget_usd
+            rt.spend,
+            record.installation_id,
+            record.run_id,
+            limits.monthly_budget_usd,
+            source=limits.source,
         ),
         run_id=record.run_id,
         requirement=Requirement(

@@ -86,6 +86,9 @@ class Month:
         self.charges.append(cost_usd)
         self.spent_usd += cost_usd
 
+    def remaining(self) -> float | None:
+        return self.limit_usd - self.spent_usd
+
 
 def run(
     project: Project,

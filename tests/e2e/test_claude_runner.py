@@ -44,6 +44,9 @@ GITHUB_TOKEN = "ghs_" + "A1b2C3d4E5f6G7h8I9j0" * 2
 REDIS_URL = "redis://:worker-redis-password@127.0.0.1:6379/0"
 PROMPT = "Implement US-001: greet(name) returns 'Hello, <name>!'. Commit when done."
 COMMIT_MESSAGE = "feat: [US-001] - Greet by name"
+# What the CLI sends in every request's tool list whatever --tools says: a stand-in for the
+# tools it loads on demand (MCP's, none here: --strict-mcp-config), not a tool of its own.
+CLI_OWN = {"DeferredToolPlaceholder"}
 GREET_SOURCE = 'def greet(name: str) -> str:\n    return f"Hello, {name}!"\n'
 
 
@@ -354,10 +357,10 @@ def test_a_blind_reviewers_call_has_only_tools_that_read_and_write_its_report(
     # anything the change's text talks it into), Edit would let it change what it reviews.
     marker = story_repo / "ran.txt"
     report = tmp_path / "run" / "description.json"  # its hand-over folder (--add-dir)
+    tested = story_repo / "tests" / "test_greet.py"
     script = [
         use(ToolCall("Bash", {"command": f"python3 -c \"open('{marker}', 'w').write('x')\""})),
-        use(ToolCall("Edit", {"file_path": str(story_repo / "test_greet.py"), "old_string": "Ada",
-                              "new_string": "Bob"})),
+        use(ToolCall("Edit", {"file_path": str(tested), "old_string": "Ada", "new_string": "Bob"})),
         use(ToolCall("Write", {"file_path": str(report), "content": "{}\n"})),
         say("Reported."),
     ]  # fmt: skip
@@ -370,10 +373,10 @@ def test_a_blind_reviewers_call_has_only_tools_that_read_and_write_its_report(
         runner.run(call)
     requests = server.message_requests()
 
-    offered = [{tool["name"] for tool in r.body.get("tools", [])} for r in requests]
+    offered = [{tool["name"] for tool in r.body.get("tools", [])} - CLI_OWN for r in requests]
     assert offered and all(names == set(REVIEW_TOOLS) for names in offered), offered
     results = [r.tool_results()[0] for r in requests[1:]]
     assert [bool(r.get("is_error")) for r in results] == [True, True, False]
     assert not marker.exists()
-    assert "Ada" in (story_repo / "test_greet.py").read_text()
+    assert "Ada" in tested.read_text()
     assert report.read_text() == "{}\n"

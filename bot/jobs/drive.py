@@ -125,6 +125,7 @@ def execute(
     labels: Sequence[str] = (),
     plan_only: bool = False,
     note: str | None = None,
+    takeover: bool = False,
 ) -> RunResult | None:
     """Run the engine for `record` under its lock, reporting on GitHub; None if it failed."""
     cancel = threading.Event()
@@ -152,7 +153,8 @@ def execute(
                 extra = {"run_id": record.run_id, "gone": gone}
                 log.info("run not started: its pull request or installation is gone", extra=extra)
                 return None
-            return _locked_run(rt, record, reporter, cancel, lock, plan_only=plan_only)
+            fresh = not takeover
+            return _locked_run(rt, record, reporter, cancel, lock, plan_only, fresh)
     finally:
         # Its pull request closed (or the App uninstalled) while it ran: now that it stopped
         # and freed its lock, its state goes (bot/jobs/lifecycle.py).
@@ -166,13 +168,13 @@ def _locked_run(
     reporter: GitHubReporter,
     cancel: threading.Event,
     lock: RedisRunLock,
-    *,
     plan_only: bool,
+    new_budget: bool,
 ) -> RunResult | None:
     monitor = Monitor(rt, record, cancel, lock)
     monitor.start()
     try:
-        spec = _spec(rt, record, plan_only=plan_only)
+        spec = _spec(rt, record, plan_only=plan_only, new_budget=new_budget)
         metered = MeteredReporter(reporter, rt.conn)
         pipeline = Pipeline(spec, reporter=metered, checkpoints=rt.checkpoints, cancel=cancel)
         return pipeline.run()
@@ -194,7 +196,9 @@ def _locked_run(
         _rerun_if_asked(rt, record)
 
 
-def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec:
+def _spec(
+    rt: Runtime, record: RunRecord, *, plan_only: bool = False, new_budget: bool = False
+) -> RunSpec:
     settings = rt.settings
 
     def credentials() -> GitCredentials:
@@ -211,6 +215,9 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         secrets.append(settings.redis_url)
     return RunSpec(
         plan_only=plan_only,
+        # A person asked for this job: a run taken up again gets its budgetUsd anew. A
+        # worker taking over a lost run goes on with the budget it had.
+        new_budget=new_budget,
         superseded=lambda: rt.reruns.waiting(record.job_id),
         shared_budget=InstallationBudget(
             rt.spend,

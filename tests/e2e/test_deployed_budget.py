@@ -6,6 +6,7 @@ status` and `reqdrive status` show the spend per run and per installation this m
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from bot.stores.checkpoints import RedisCheckpointStore
 from bot.stores.runs import RunRecords
 from tests.e2e.test_deployed_claude import (
     API_KEY,
+    DISCOUNT,
     REPO,
     TOTAL,
     claude_bin,  # noqa: F401
@@ -37,34 +39,41 @@ from worker.model.state import StopReason, StoryState
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 BUDGET_USD = 0.5
-# A reply the CLI prices at about $0.12 to $0.15 (sonnet: 40k tokens in, 2k out).
-COSTLY = Usage(input_tokens=40_000, output_tokens=2_000)
+# A reply the stream prices at $0.12 (sonnet: 40k tokens in at $3 a million): four stay under
+# what the budget leaves US-002 (the cheap plan and US-001 spent under a cent), the fifth
+# reaches it while the CLI waits on the next reply, which never comes.
+COSTLY = Usage(input_tokens=40_000, output_tokens=1)
 SPEND_RE = re.compile(r"Agent spend: this run \$(\d+\.\d\d); this installation \$(\d+\.\d\d) in ")
 
 
 def script() -> list[Turn]:
-    """The plan and US-001 cheap; US-002 reads and reads with costly replies until the budget
-    stops its call between two turns (the model would never answer the last)."""
+    """The plan and US-001 cheap; US-002 reads with costly replies until the budget stops its
+    call between two turns; then, the budget raised, US-002 again, done."""
     pricing = f"{CWD}/pricing.py"
     costly_read = use(ToolCall("Read", {"file_path": pricing}), usage=COSTLY)
+    discount = {"file_path": pricing, "old_string": TOTAL, "new_string": TOTAL + DISCOUNT}
     return [
-        use(ToolCall("Write", {"file_path": PRD_PATH, "content": json_plan()})),
+        use(ToolCall("Write", {"file_path": PRD_PATH, "content": json.dumps(plan())})),
         say("Planned two stories."),
         use(ToolCall("Write", {"file_path": pricing, "content": TOTAL})),
         say("total() done."),
-        *[costly_read] * 6,
+        *[costly_read] * 5,
         stall(),
+        # Taken up again: US-002 only.
+        use(ToolCall("Read", {"file_path": pricing})),  # the CLI edits only what it read
+        use(ToolCall("Edit", discount)),
+        say("discount() done."),
     ]
-
-
-def json_plan() -> str:
-    return json.dumps(plan())
 
 
 def budgeted_shop(source: Path) -> None:
     shop(source)
     config = yaml.safe_load((source / ".github/reqdrive.yml").read_text())
     config["budgetUsd"] = BUDGET_USD
+    # The stopped call may be killed before or after it asks for the reply that never comes:
+    # when after, the call taken up again gets that stall and times out, and its next attempt
+    # goes on with the script. A short timeout keeps that wait short.
+    config["agent"]["timeout"] = 45
     (source / ".github/reqdrive.yml").write_text(yaml.safe_dump(config))
     git(source, "commit", "-qam", "budget")
 
@@ -94,12 +103,17 @@ def test_a_half_dollar_budget_reached_mid_call_stops_the_run_and_says_so_with_no
     if not sandbox_works():
         env["REQDRIVE_SANDBOX"] = "off"
     with stack(double, None, tmp_path / "stack", env, model_api=script()) as running:
-        progress = run_to_the_end(double, running, issue)
+        # Copies: the double updates these in place when the run taken up again edits them.
+        progress = copy.deepcopy(run_to_the_end(double, running, issue))
         conn = redis.Redis.from_url(running.redis_url)
         record = RunRecords(conn).for_source(REPO, f"ISSUE-{issue}")
         assert record is not None
         cp = RedisCheckpointStore(conn).load(record.run_id)
-        [pull] = double.pulls_of(REPO)
+        [pull] = copy.deepcopy(double.pulls_of(REPO))
+        stopped_head = git(double.bare(REPO), "rev-parse", pull["head"]["ref"])
+        checks = copy.deepcopy(
+            [r for r in double.check_runs_of(REPO) if r["head_sha"] == stopped_head]
+        )
         status = double.comment_payload(REPO, int(pull["number"]), "/reqdrive status", "alice")
         assert double.deliver(running.webhook_url, "issue_comment", status).status_code == 202
 
@@ -117,15 +131,32 @@ def test_a_half_dollar_budget_reached_mid_call_stops_the_run_and_says_so_with_no
             timeout=60,
         )
         logs = running.logs()
+        # Taken up where it stopped, as its progress comment says: `/reqdrive run` on the PR
+        # (a person asking again gives the run its budgetUsd anew).
+        again = double.comment_payload(REPO, int(pull["number"]), "/reqdrive run", "alice")
+        assert double.deliver(running.webhook_url, "issue_comment", again).status_code == 202
+
+        def done() -> bool:
+            comments = double.comments_on(REPO, issue)
+            return any("✅ Done" in c["body"] for c in comments if "reqdrive:progress" in c["body"])
+
+        try:
+            wait_for(done, 300, "the run taken up again is done")
+        except AssertionError:
+            bodies = [c["body"] for c in double.comments_on(REPO, issue)]
+            raise AssertionError("\n---\n".join(bodies) + running.logs()[-3000:]) from None
+        resumed = RedisCheckpointStore(conn).load(record.run_id)
+        requests = running.model_requests()
 
     # Stopped mid-run by the budget, and said so everywhere a person looks.
     assert "budget reached (the run's budgetUsd)" in progress["body"], logs[-6000:]
+    assert "comment `/reqdrive run` to go on from US-002, where the run stopped" in progress["body"]
     assert pull["draft"] is True
     assert "Stopped because: budget reached (the run's budgetUsd)." in pull["body"]
     bare = double.bare(REPO)
     branch = pull["head"]["ref"]
-    head = git(bare, "rev-parse", branch)
-    [check] = [r for r in double.check_runs_of(REPO) if r["head_sha"] == head]
+    head = stopped_head
+    [check] = checks
     assert check["conclusion"] == "action_required"
     assert "budget reached" in check["output"]["summary"]
     # Stopped between US-002's turns, not at the agent's timeout: the streamed replies priced.
@@ -133,7 +164,7 @@ def test_a_half_dollar_budget_reached_mid_call_stops_the_run_and_says_so_with_no
     assert cp.cost_usd >= BUDGET_USD
     # Nothing lost: US-001's commit is pushed, and the checkpoint holds the plan, US-001
     # passed at that commit and US-002 still to do, on the branch as pushed.
-    assert git(bare, "log", "--format=%s", f"main..{branch}").splitlines() == [
+    assert git(bare, "log", "--format=%s", f"main..{head}").splitlines() == [
         "feat: [US-001] - Sum a basket"
     ]
     first, second = cp.stories
@@ -149,3 +180,19 @@ def test_a_half_dollar_budget_reached_mid_call_stops_the_run_and_says_so_with_no
     installation = double.installation_of(REPO)
     assert f"  installation {installation}: ${cp.cost_usd:.2f}" in cli.stdout, cli.stderr
     assert f"    {record.run_id}: ${cp.cost_usd:.2f}" in cli.stdout
+
+    # Taken up again: the plan and US-001 kept (no second plan, US-001 not redone), US-002
+    # done on top with the budget anew, the same pull request ready, the cost adding up.
+    prompts = [
+        r.prompt() for r in requests if all(m.get("role") != "assistant" for m in r.messages)
+    ]
+    assert [p for p in prompts if "Story ID: US-001" in p] == prompts[1:2]
+    assert len([p for p in prompts if "Story ID: US-002" in p]) in (2, 3)
+    [after] = double.pulls_of(REPO)
+    assert after["number"] == pull["number"] and after["draft"] is False
+    assert "**2 stories: 2 passed**" in after["body"]
+    assert git(bare, "log", "--format=%s", f"main..{branch}").splitlines() == [
+        "feat: [US-002] - Apply a discount",
+        "feat: [US-001] - Sum a basket",
+    ]
+    assert resumed is not None and resumed.cost_usd >= cp.cost_usd

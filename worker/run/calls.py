@@ -35,7 +35,7 @@ NPM_CHECK_SETTINGS = {"npm_config_yes": "false", "npm_config_update_notifier": "
 def budget_reached(ctx: RunContext) -> BudgetReached | None:
     """Why no agent call may start now: the run's budgetUsd spent, or the budget it shares
     (the installation's month); None while both have room."""
-    budget, spent = ctx.config.budget_usd, ctx.cp.cost_usd
+    budget, spent = ctx.config.budget_usd, ctx.cp.cost_usd - ctx.cp.budget_from_usd
     if budget is not None and spent >= budget:
         return BudgetReached(
             f"budget reached: this run's agent calls cost ${spent:.2f} of its budgetUsd "
@@ -170,7 +170,7 @@ def headroom(ctx: RunContext) -> float | None:
     neither caps it)."""
     left: list[float] = []
     if ctx.config.budget_usd is not None:
-        left.append(ctx.config.budget_usd - ctx.cp.cost_usd)
+        left.append(ctx.config.budget_usd - (ctx.cp.cost_usd - ctx.cp.budget_from_usd))
     shared = ctx.spec.shared_budget.remaining() if ctx.spec.shared_budget is not None else None
     if shared is not None:
         left.append(shared)

@@ -90,6 +90,9 @@ class RunSpec:
     # agent call and between a streaming call's turns like the run's own budgetUsd; None:
     # only budgetUsd limits the run.
     shared_budget: SharedBudget | None = None
+    # A person asked for this job (not a worker taking over a lost run): a run taken up
+    # again from its checkpoint gets its budgetUsd anew, counted from its cost so far.
+    new_budget: bool = False
     # The config to use instead of the base commit's, and its path (`--config-from-worktree`).
     config_override: tuple[RepoConfig, str] | None = None
 

@@ -261,6 +261,11 @@ def _worker(args: argparse.Namespace) -> int:
         connection=connection,
         secrets=service_secrets(settings),
         max_concurrent_runs=settings.reqdrive_max_concurrent_runs,
+        installation_runs={
+            installation: own.max_concurrent_runs
+            for installation, own in settings.reqdrive_installations.items()
+            if own.max_concurrent_runs is not None
+        },
     )
     # RQ adds no handler of its own when the root logger has ours (configure_logging).
     worker.work(burst=args.burst, with_scheduler=True, logging_level=settings.reqdrive_log_level)

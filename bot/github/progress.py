@@ -107,6 +107,12 @@ def next_steps(stories: Sequence[StoryRecord]) -> str:
     pending = [s.id for s in stories if s.state is StoryState.PENDING]
     if not failed and not pending:
         return ""
+    if pending and not failed:
+        # Stopped before them (its budget, a cancel, maxIterations): a retry resets stories
+        # that ended, so it would find nothing to do; the run takes up where it stopped.
+        return (
+            f"**Next:** comment `/reqdrive run` to go on from {pending[0]}, where the run stopped."
+        )
     first = (failed or pending)[0]
     return (
         f"**Next:** comment `/reqdrive retry {first}` to run that story again, or "

@@ -125,6 +125,7 @@ def execute(
     labels: Sequence[str] = (),
     plan_only: bool = False,
     note: str | None = None,
+    takeover: bool = False,
 ) -> RunResult | None:
     """Run the engine for `record` under its lock, reporting on GitHub; None if it failed."""
     cancel = threading.Event()
@@ -145,7 +146,15 @@ def execute(
         reporter.note(note)
     try:
         with run_lock(rt, record) as lock:
-            return _locked_run(rt, record, reporter, cancel, lock, plan_only=plan_only)
+            if (gone := rt.records.gone(record.run_id)) is not None:
+                # Its pull request closed (or the App was uninstalled) after this job read the
+                # record but before it took the lock: the close found no run going and removed
+                # its state, so starting now would run a closed pull request's stories again.
+                extra = {"run_id": record.run_id, "gone": gone}
+                log.info("run not started: its pull request or installation is gone", extra=extra)
+                return None
+            fresh = not takeover
+            return _locked_run(rt, record, reporter, cancel, lock, plan_only, fresh)
     finally:
         # Its pull request closed (or the App uninstalled) while it ran: now that it stopped
         # and freed its lock, its state goes (bot/jobs/lifecycle.py).
@@ -159,13 +168,13 @@ def _locked_run(
     reporter: GitHubReporter,
     cancel: threading.Event,
     lock: RedisRunLock,
-    *,
     plan_only: bool,
+    new_budget: bool,
 ) -> RunResult | None:
     monitor = Monitor(rt, record, cancel, lock)
     monitor.start()
     try:
-        spec = _spec(rt, record, plan_only=plan_only)
+        spec = _spec(rt, record, plan_only=plan_only, new_budget=new_budget)
         metered = MeteredReporter(reporter, rt.conn)
         pipeline = Pipeline(spec, reporter=metered, checkpoints=rt.checkpoints, cancel=cancel)
         return pipeline.run()
@@ -187,7 +196,9 @@ def _locked_run(
         _rerun_if_asked(rt, record)
 
 
-def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec:
+def _spec(
+    rt: Runtime, record: RunRecord, *, plan_only: bool = False, new_budget: bool = False
+) -> RunSpec:
     settings = rt.settings
 
     def credentials() -> GitCredentials:
@@ -195,6 +206,7 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         token = rt.app.auth.token(record.installation_id, record.repo, RUN_PERMISSIONS)
         return GitCredentials(token)
 
+    limits = settings.installation_limits(record.installation_id)
     secrets = [credentials().token]  # fails here, before any work, when no token is granted
     for secret in (settings.github_webhook_secret, settings.github_private_key):
         if secret is not None:
@@ -203,9 +215,16 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         secrets.append(settings.redis_url)
     return RunSpec(
         plan_only=plan_only,
+        # A person asked for this job: a run taken up again gets its budgetUsd anew. A
+        # worker taking over a lost run goes on with the budget it had.
+        new_budget=new_budget,
         superseded=lambda: rt.reruns.waiting(record.job_id),
         shared_budget=InstallationBudget(
-            rt.spend, record.installation_id, record.run_id, settings.reqdrive_monthly_budget_usd
+            rt.spend,
+            record.installation_id,
+            record.run_id,
+            limits.monthly_budget_usd,
+            source=limits.source,
         ),
         run_id=record.run_id,
         requirement=Requirement(

@@ -115,7 +115,8 @@ def resume_run(run_id: str) -> dict[str, object]:
         f"from its checkpoint (takeover {record.resumed})."
     )
     try:
-        result = execute(rt, client, record, labels=record.arguments.get("labels", ()), note=note)
+        labels = record.arguments.get("labels", ())
+        result = execute(rt, client, record, labels=labels, note=note, takeover=True)
     except AlreadyRunning:
         return {"status": "running elsewhere"}
     return {"status": "finished" if result else "failed", "run_id": run_id}

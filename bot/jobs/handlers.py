@@ -133,7 +133,7 @@ def _spend(rt: Runtime, record: RunRecord, run_usd: float) -> str:
     """What this run's agents cost, and its installation's this month against its budget."""
     month = month_of(rt.spend.clock())
     total = rt.spend.total(record.installation_id)
-    limit = rt.settings.reqdrive_monthly_budget_usd
+    limit = rt.settings.installation_limits(record.installation_id).monthly_budget_usd
     cap = f" of its ${limit:.2f} monthly budget" if limit is not None else ""
     return (
         f"Agent spend: this run ${run_usd:.2f}; this installation ${total:.2f}{cap} in "

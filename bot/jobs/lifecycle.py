@@ -27,6 +27,10 @@ from worker.run.resume import stop_leftovers
 
 log = logging.getLogger(__name__)
 
+# The run lock while a run's state is removed, renewed by its thread every third of it: a
+# large worktree or a slow disk may take longer to remove, and a lapsed lock would let a new
+# run of the requirement start on the worktree being deleted. A worker that dies mid-cleanup
+# stops renewing, and the lock lapses this long after.
 FORGET_LOCK_S = 60.0
 
 
@@ -66,9 +70,7 @@ def end_run(rt: Runtime, record: RunRecord, why: str) -> str:
 def forget_run(rt: Runtime, record: RunRecord) -> bool:
     """Remove a run that is over, under its lock; False when a worker holds it (that worker
     removes it when its run stops)."""
-    lock = RedisRunLock(
-        rt.conn, run_lock_key(record.repo, record.source), timeout_s=FORGET_LOCK_S, renewer=False
-    )
+    lock = RedisRunLock(rt.conn, run_lock_key(record.repo, record.source), timeout_s=FORGET_LOCK_S)
     try:
         with lock.held():
             _forget_local(rt, record)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -43,7 +43,7 @@ RUN_JOBS = frozenset(
 # A run whose installation has maxConcurrentRuns running waits this long in rq's scheduled
 # registry, holding no worker, then is queued again (the scheduler every worker runs).
 WAIT_S = 5.0
-WAITING = "run waits: its installation has REQDRIVE_MAX_CONCURRENT_RUNS running"
+WAITING = "run waits: its installation has maxConcurrentRuns running"
 SLOT_NOT_RENEWED = "run slot not renewed"
 FAILURE = (
     "Refused by reqdrive's worker: {reason}. A reqdrive worker runs only the functions in "
@@ -66,11 +66,14 @@ class ReqdriveWorker(Worker):
         *,
         secrets: Iterable[str] = (),
         max_concurrent_runs: int | None = None,
+        installation_runs: Mapping[int, int] | None = None,
         wait_s: float = WAIT_S,
         **options: Any,
     ) -> None:
         self._redactor = Redactor(secrets)  # the service's secrets, kept out of job.meta
         self._max_runs = max_concurrent_runs  # per installation; None: no limit
+        # Installations the operator gave a maxConcurrentRuns of their own (REQDRIVE_INSTALLATIONS).
+        self._own_max_runs = dict(installation_runs or {})
         self._wait_s = wait_s
         self._holding: tuple[int, str] | None = None  # the slot of the job running now
         # Forced, not defaulted: pickle would run code while merely reading a job. Queues are
@@ -96,7 +99,8 @@ class ReqdriveWorker(Worker):
         back to wait, so one busy installation never holds every worker."""
         slot = self._slot_of(job)
         slots = RunSlots(self.connection)
-        if slot is not None and not slots.acquire(*slot, self._max_runs or 0):
+        limit = self._own_max_runs.get(slot[0], self._max_runs or 0) if slot else 0
+        if slot is not None and not slots.acquire(*slot, limit):
             self._wait(job, queue, slot[0])
             return
         self._holding = slot
@@ -122,7 +126,7 @@ class ReqdriveWorker(Worker):
 
     def _wait(self, job: Job, queue: Queue, installation_id: int) -> None:
         queue.intermediate_queue.remove(job.id)  # rq's dequeue parked it there for the horse
-        job.meta[WAITING_META] = "for its installation's runs below REQDRIVE_MAX_CONCURRENT_RUNS"
+        job.meta[WAITING_META] = "for its installation's runs below its maxConcurrentRuns"
         queue.schedule_job(job, datetime.now(UTC) + timedelta(seconds=self._wait_s))
         log.info(WAITING, extra={"job_id": job.id, "installation_id": installation_id})
 

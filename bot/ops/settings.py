@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from bot.exceptions import ConfigurationError
 from worker.confine.limits import DEFAULT_LIMITS, LIMIT_VARIABLES, ResourceLimits
@@ -31,6 +41,26 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 FIELD_HELP = {
     "github_webhook_secret": "the webhook secret you gave GitHub when registering the App",
 }
+
+
+class InstallationOverride(BaseModel):
+    """One installation's entry in REQDRIVE_INSTALLATIONS: what it sets replaces the default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    # None written out (`null`): no monthly cap for this installation whatever the default.
+    monthly_budget_usd: float | None = Field(default=None, gt=0, alias="monthlyBudgetUsd")
+    max_concurrent_runs: int | None = Field(default=None, ge=1, alias="maxConcurrentRuns")
+
+
+class InstallationLimits(BaseModel):
+    """What one installation may spend and run at once, as the operator set it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    monthly_budget_usd: float | None  # None: no cap
+    max_concurrent_runs: int
+    source: str  # where the budget came from, for the sentence that names it
 
 
 class Settings(BaseSettings):
@@ -91,9 +121,12 @@ class Settings(BaseSettings):
     reqdrive_recovery_sweep_s: float = Field(default=30.0, gt=0)
     # Per installation, set by the operator (a repository's config cannot raise them): the
     # agents' spend per calendar month (UTC), counted in Redis across workers (unset: no cap),
-    # and how many runs may hold a worker at once; more wait in the queue.
+    # and how many runs may hold a worker at once; more wait in the queue. These two are every
+    # installation's default; REQDRIVE_INSTALLATIONS (JSON, by installation id) overrides
+    # them for some: {"123": {"monthlyBudgetUsd": 50, "maxConcurrentRuns": 1}}.
     reqdrive_monthly_budget_usd: float | None = Field(default=None, gt=0)
     reqdrive_max_concurrent_runs: int = Field(default=2, ge=1)
+    reqdrive_installations: dict[int, InstallationOverride] = Field(default={})
 
     @field_validator("reqdrive_log_format", mode="before")
     @classmethod
@@ -136,6 +169,16 @@ class Settings(BaseSettings):
             raise ValueError("set GITHUB_PRIVATE_KEY or GITHUB_PRIVATE_KEY_PATH, not both")
         return self
 
+    def installation_limits(self, installation_id: int) -> InstallationLimits:
+        """The installation's monthlyBudgetUsd and maxConcurrentRuns: its own entry in
+        REQDRIVE_INSTALLATIONS where it sets one, else the defaults."""
+        return limits_of(
+            installation_id,
+            self.reqdrive_installations,
+            self.reqdrive_monthly_budget_usd,
+            self.reqdrive_max_concurrent_runs,
+        )
+
     def limits(self) -> ResourceLimits:
         """The engine's resource limits, as these settings set them."""
         return ResourceLimits(**{k: getattr(self, v.lower()) for k, v in LIMIT_VARIABLES.items()})
@@ -149,12 +192,50 @@ class Settings(BaseSettings):
         return None
 
 
+def limits_of(
+    installation_id: int,
+    overrides: Mapping[int, InstallationOverride],
+    monthly_budget_usd: float | None,
+    max_concurrent_runs: int,
+) -> InstallationLimits:
+    own = overrides.get(installation_id)
+    budget, source = monthly_budget_usd, "REQDRIVE_MONTHLY_BUDGET_USD"
+    if own is not None and "monthly_budget_usd" in own.model_fields_set:
+        budget = own.monthly_budget_usd
+        source = f"monthlyBudgetUsd of installation {installation_id} in REQDRIVE_INSTALLATIONS"
+    runs = own.max_concurrent_runs if own is not None else None
+    return InstallationLimits(
+        monthly_budget_usd=budget,
+        max_concurrent_runs=runs if runs is not None else max_concurrent_runs,
+        source=source,
+    )
+
+
+def installations_from(text: str | None) -> dict[int, InstallationOverride]:
+    """REQDRIVE_INSTALLATIONS as `reqdrive status` reads it (it loads no Settings); {} when
+    unset or not valid (the worker refuses to start with it)."""
+    try:
+        return _INSTALLATIONS.validate_json(text) if text else {}
+    except ValidationError:
+        return {}
+
+
+_INSTALLATIONS = TypeAdapter(dict[int, InstallationOverride])
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the environment once; turn validation errors into one actionable message."""
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigurationError(_describe(exc)) from None
+    except SettingsError as exc:  # a JSON variable that is not JSON
+        field = str(exc).split('"')[1] if '"' in str(exc) else ""
+        name = field.upper() or "a variable"
+        raise ConfigurationError(
+            f"reqdrive is not configured:\n  {name}: not valid JSON (for example "
+            '{"123": {"monthlyBudgetUsd": 50, "maxConcurrentRuns": 1}})'
+        ) from None
 
 
 def _describe(exc: ValidationError) -> str:
@@ -164,6 +245,9 @@ def _describe(exc: ValidationError) -> str:
         name = ENV_NAMES.get(field, field.upper())
         if problem.kind == "missing" or field in FIELD_HELP:
             lines.append(f"  set {name}: {FIELD_HELP.get(field, 'required')}")
+        elif field == "reqdrive_installations":  # where in the JSON: "7.monthlyBudget"
+            where = problem.path.removeprefix(field).lstrip(".") or "the whole value"
+            lines.append(f"  {name}: {where}: {problem.reason}")
         elif name:
             lines.append(f"  {name}: {problem.reason}")
         else:

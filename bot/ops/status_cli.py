@@ -14,7 +14,7 @@ import redis
 
 from bot.ops.embedded_redis import EmbeddedRedis
 from bot.ops.queue_status import DEFAULT_FINISHED, queue_json, queue_status, render_queue
-from bot.ops.settings import REDIS_SCHEMES
+from bot.ops.settings import REDIS_SCHEMES, installations_from, limits_of
 from bot.stores.spend import TOTAL, SpendStore
 from worker.exceptions import PreflightError, ReqdriveError
 from worker.local.exit_codes import ExitCode, exit_code_for
@@ -107,18 +107,29 @@ def _queue(
     lines.append(f"queue {name}:")
     lines += [f"  {line}" for line in render_queue(by_repo)]
     month, spend = SpendStore(conn).this_month()
-    limit = _usd(env.get("REQDRIVE_MONTHLY_BUDGET_USD"))
-    out["spend"] = {"month": month, "monthly_budget_usd": limit, "installations": spend}
-    lines += render_spend(month, spend, limit)
+    default = _usd(env.get("REQDRIVE_MONTHLY_BUDGET_USD"))
+    own = installations_from(env.get("REQDRIVE_INSTALLATIONS"))
+    limits = {i: limits_of(i, own, default, 1).monthly_budget_usd for i in spend}
+    out["spend"] = {
+        "month": month,
+        "monthly_budget_usd": default,
+        "installations": spend,
+        "monthly_budget_usd_by_installation": limits,
+    }
+    lines += render_spend(month, spend, limits)
 
 
-def render_spend(month: str, spend: dict[int, dict[str, float]], limit: float | None) -> list[str]:
-    """What the agents cost per installation this month, and per run."""
-    cap = f" of ${limit:.2f} (REQDRIVE_MONTHLY_BUDGET_USD)" if limit else ""
+def render_spend(
+    month: str, spend: dict[int, dict[str, float]], limits: dict[int, float | None]
+) -> list[str]:
+    """What the agents cost per installation this month (against its monthlyBudgetUsd), and
+    per run."""
     lines = [f"agent spend in {month} (UTC):"]
     if not spend:
         lines.append("  none")
     for installation, runs in spend.items():
+        limit = limits.get(installation)
+        cap = f" of its ${limit:.2f} monthlyBudgetUsd" if limit else ""
         lines.append(f"  installation {installation}: ${runs.get(TOTAL, 0.0):.2f}{cap}")
         shares = sorted((usd, run) for run, usd in runs.items() if run != TOTAL)
         lines += [f"    {run}: ${usd:.2f}" for usd, run in reversed(shares)]

@@ -2,7 +2,9 @@
 
 One hash per installation and month: `total` and one field per run, each what that run's agent
 calls reported this month (worker/agents/pricing.py says how a cost is known). The monthly
-budget (REQDRIVE_MONTHLY_BUDGET_USD) is checked against `total` before every agent call.
+budget (monthlyBudgetUsd: REQDRIVE_MONTHLY_BUDGET_USD, or the installation's own entry in
+REQDRIVE_INSTALLATIONS) is checked against `total` before every agent call and between the
+turns of a call that streams them.
 """
 
 from __future__ import annotations
@@ -79,12 +81,19 @@ class InstallationBudget:
     (worker/run/spec.py), asked before every agent call and told what each cost."""
 
     def __init__(
-        self, store: SpendStore, installation_id: int, run_id: str, limit_usd: float | None
+        self,
+        store: SpendStore,
+        installation_id: int,
+        run_id: str,
+        limit_usd: float | None,
+        *,
+        source: str = "REQDRIVE_MONTHLY_BUDGET_USD",
     ) -> None:
         self.store = store
         self.installation_id = installation_id
         self.run_id = run_id
         self.limit_usd = limit_usd
+        self.source = source  # the setting that gave the limit, named when it is reached
 
     def reached(self) -> str | None:
         if self.limit_usd is None:
@@ -95,8 +104,13 @@ class InstallationBudget:
         month = month_of(self.store.clock())
         return (
             f"this installation's agent calls cost ${spent:.2f} in {month} (UTC), its monthly "
-            f"budget is ${self.limit_usd:.2f} (REQDRIVE_MONTHLY_BUDGET_USD)"
+            f"budget is ${self.limit_usd:.2f} ({self.source})"
         )
+
+    def remaining(self) -> float | None:
+        if self.limit_usd is None:
+            return None
+        return self.limit_usd - self.store.total(self.installation_id)
 
     def charge(self, cost_usd: float) -> None:
         self.store.charge(self.installation_id, self.run_id, cost_usd)

@@ -19,6 +19,7 @@ from tests.integration.test_pipeline import (
     prd,
     project_factory,
 )
+from tests.integration.test_pipeline_budget import Month
 from tests.integration.test_pipeline_judging import GATE_PATH
 from tests.support.claude_cli import install_claude_cli
 from tests.support.fake_anthropic import (
@@ -164,3 +165,51 @@ def test_a_call_that_reaches_the_budget_between_its_turns_is_stopped_and_its_wor
     assert "stopped between turns: its streamed replies priced" in progress
     pr = (project.run_dir() / "pr.md").read_text()
     assert "Stopped because: budget reached (the run's budgetUsd)." in pr
+
+
+def test_the_installations_monthly_budget_stops_a_call_between_its_turns_too(
+    make_project: MakeProject, claude_bin: Path
+) -> None:
+    # No budgetUsd: only the installation's month caps the run. Other runs spent $0.20 of its
+    # $0.50; US-001's call streams costly replies and then waits on a model that never answers.
+    # The month is checked between the call's turns as budgetUsd is, so the call is stopped
+    # there, not at the agent's timeout, and the run says it was the monthly budget.
+    project = make_project({"agent": {"model": "claude-sonnet-4-5", "timeout": 90}})
+    worktree = project.work_dir / "cache" / "worktrees" / "run-1"
+    handoff = project.work_dir / "handoff" / "run-1" / "prd.json"
+    plan = ToolCall("Write", {"file_path": str(handoff), "content": json.dumps(prd(3))})
+    first, second = feature(worktree, 1)[0].tool_calls
+    turns = [
+        use(plan),
+        say("Planned."),
+        use(first, usage=COSTLY),
+        use(second, usage=COSTLY),
+        use(first, usage=COSTLY),
+        stall(),
+    ]
+    env = {
+        "PATH": f"{claude_bin.parent}{os.pathsep}{os.environ['PATH']}",
+        "LANG": "C.UTF-8",
+        "ANTHROPIC_API_KEY": FAKE_API_KEY,
+    }
+    month = Month(limit_usd=BUDGET_USD, spent_usd=0.2)
+    with fake_anthropic(turns) as server:
+        env["ANTHROPIC_BASE_URL"] = server.url
+        result = project.run(
+            project.scenario({}),
+            agent_runner="claude",
+            agent_command=None,
+            source_env=env,
+            gate_path=GATE_PATH,
+            shared_budget=month,
+        )
+
+    assert result.stop_reason is StopReason.MONTHLY_BUDGET_SPENT
+    assert month.spent_usd >= BUDGET_USD  # the streamed replies were charged to the month
+    [story] = [s for s in result.stories if s.id == "US-001"]
+    assert story.state is not StoryState.PASSED
+    assert result.head_sha == result.base_sha  # nothing the stopped call wrote was kept
+    progress = (project.run_dir() / "progress.txt").read_text()
+    assert "stopped between turns: its streamed replies priced" in progress
+    pr = (project.run_dir() / "pr.md").read_text()
+    assert "Stopped because: budget reached (the installation's monthly budget)." in pr

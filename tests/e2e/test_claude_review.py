@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_claude_runner import CLI_OWN
 from tests.integration.test_pipeline import MakeProject, Project, project_factory
 from tests.integration.test_pipeline_review import (
     CRITERIA,
@@ -31,6 +32,7 @@ from tests.support.fake_anthropic import (
     say,
     use,
 )
+from worker.agents.claude import REVIEW_TOOLS
 from worker.model.review import ReviewOutcome
 from worker.model.state import AttemptOutcome, RunResult, StoryState
 from worker.review.blindness import first_leak, sentences
@@ -183,6 +185,11 @@ def test_a_story_skipping_a_criterion_is_sent_back_by_the_review_and_then_fixed(
     models = {role(r): r.body.get("model", "") for r in calls}
     assert "haiku" in models["describe"] and "haiku" in models["compare"]
     assert "haiku" not in models["story"] and "haiku" not in models["tests"]
+    # B and C were offered only tools that read, and Write for their report: no Bash (which
+    # runs the change's code), no Edit; the implementer keeps its own.
+    tools = {role(r): {t["name"] for t in r.body.get("tools", [])} - CLI_OWN for r in calls}
+    assert tools["describe"] == tools["compare"] == set(REVIEW_TOOLS)
+    assert "Bash" in tools["story"]
     # B saw the diff, in its own read-only view of the change, and no word of the requirement.
     secret = sentences([REQUIREMENT, TITLE, *CRITERIA])
     for request in calls:

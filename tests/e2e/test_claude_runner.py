@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from tests.support.fake_anthropic import (
 )
 from tests.support.processes import running
 from worker.agents.base import AgentCall, AgentOutcome, AgentSettings
-from worker.agents.claude import ClaudeRunner
+from worker.agents.claude import REVIEW_TOOLS, ClaudeRunner
 from worker.agents.registry import make_runner
 from worker.confine.redact import Redactor
 from worker.exceptions import AgentError
@@ -43,6 +44,9 @@ GITHUB_TOKEN = "ghs_" + "A1b2C3d4E5f6G7h8I9j0" * 2
 REDIS_URL = "redis://:worker-redis-password@127.0.0.1:6379/0"
 PROMPT = "Implement US-001: greet(name) returns 'Hello, <name>!'. Commit when done."
 COMMIT_MESSAGE = "feat: [US-001] - Greet by name"
+# What the CLI sends in every request's tool list whatever --tools says: a stand-in for the
+# tools it loads on demand (MCP's, none here: --strict-mcp-config), not a tool of its own.
+CLI_OWN = {"DeferredToolPlaceholder"}
 GREET_SOURCE = 'def greet(name: str) -> str:\n    return f"Hello, {name}!"\n'
 
 
@@ -344,3 +348,35 @@ def test_a_missing_cli_is_reported_before_anything_runs(story_repo: Path, tmp_pa
 
     with pytest.raises(AgentError, match="Claude Code CLI"):
         runner.run(story_call(tmp_path, story_repo))
+
+
+def test_a_blind_reviewers_call_has_only_tools_that_read_and_write_its_report(
+    agent_env: pytest.MonkeyPatch, story_repo: Path, tmp_path: Path
+) -> None:
+    # The reviewer reads a change the implementer wrote: Bash would let it run that code (or
+    # anything the change's text talks it into), Edit would let it change what it reviews.
+    marker = story_repo / "ran.txt"
+    report = tmp_path / "run" / "description.json"  # its hand-over folder (--add-dir)
+    tested = story_repo / "tests" / "test_greet.py"
+    script = [
+        use(ToolCall("Bash", {"command": f"python3 -c \"open('{marker}', 'w').write('x')\""})),
+        use(ToolCall("Edit", {"file_path": str(tested), "old_string": "Ada", "new_string": "Bob"})),
+        use(ToolCall("Write", {"file_path": str(report), "content": "{}\n"})),
+        say("Reported."),
+    ]  # fmt: skip
+    with fake_anthropic(script) as server:
+        agent_env.setenv("ANTHROPIC_BASE_URL", server.url)
+        call = replace(story_call(tmp_path, story_repo), read_only=True)
+        runner = make_runner(
+            AgentSettings(runner="claude"), redactor=Redactor(), source_env=os.environ
+        )
+        runner.run(call)
+    requests = server.message_requests()
+
+    offered = [{tool["name"] for tool in r.body.get("tools", [])} - CLI_OWN for r in requests]
+    assert offered and all(names == set(REVIEW_TOOLS) for names in offered), offered
+    results = [r.tool_results()[0] for r in requests[1:]]
+    assert [bool(r.get("is_error")) for r in results] == [True, True, False]
+    assert not marker.exists()
+    assert "Ada" in tested.read_text()
+    assert report.read_text() == "{}\n"

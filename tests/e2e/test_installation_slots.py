@@ -86,7 +86,9 @@ def test_a_flooding_installation_waits_for_its_slot_and_another_starts_on_the_fr
         "REQDRIVE_GITHUB_REQUEST_INTERVAL_S": "0",
         "REQDRIVE_GITHUB_WRITE_INTERVAL_S": "0",
         "REQDRIVE_SANDBOX": "off",  # the scripted agent reads its scenario from tmp_path
-        "REQDRIVE_MAX_CONCURRENT_RUNS": "1",
+        # The default (2) would let the busy installation hold both workers; the operator
+        # gave it one of its own.
+        "REQDRIVE_INSTALLATIONS": f'{{"{BUSY[1]}": {{"maxConcurrentRuns": 1}}}}',
     }
     queue = Queue(QUEUE, connection=redis_conn, serializer=JSONSerializer)
     flood = [enqueue(queue, gh, *BUSY) for _ in range(3)]
@@ -108,6 +110,14 @@ def test_a_flooding_installation_waits_for_its_slot_and_another_starts_on_the_fr
             text=True,
             timeout=60,
         )
+        # What `reqdrive status` shows beside a run while it waits in rq's scheduled jobs
+        # (once both workers are busy, the waiting runs sit in the queue proper instead).
+        notes = {
+            job.id: Job.fetch(job.id, connection=redis_conn, serializer=JSONSerializer).meta.get(
+                "waiting"
+            )
+            for job in flood
+        }
     finally:
         for worker in workers:
             kill_with_children(worker) if worker.poll() is None else None
@@ -117,9 +127,10 @@ def test_a_flooding_installation_waits_for_its_slot_and_another_starts_on_the_fr
     assert waiting <= {JobStatus.SCHEDULED, JobStatus.QUEUED}  # waiting, holding no worker
     assert planned == 2  # the busy installation's first run, and the quiet one's
     logs = "".join((tmp_path / f"worker-{n}.log").read_text() for n in (1, 2))
-    assert "run waits: its installation has REQDRIVE_MAX_CONCURRENT_RUNS running" in logs
+    assert "run waits: its installation has maxConcurrentRuns running" in logs
     # `reqdrive status` shows them queued, waiting for their slot, not failed and retrying.
     # (A waiting run a worker is checking at that instant is in neither list.)
     [line] = [x for x in status.stdout.splitlines() if x.startswith(f"  {BUSY[0]}: ")]
     assert "0 retrying, 1 running, 0 failed" in line, status.stdout + status.stderr
-    assert "waiting for its installation's runs below REQDRIVE_MAX_CONCURRENT_RUNS" in status.stdout
+    waiting_note = "for its installation's runs below its maxConcurrentRuns"
+    assert waiting_note in [notes[job.id] for job in flood if job not in started]

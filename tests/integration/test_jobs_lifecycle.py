@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from bot.jobs import run_requirement
+import pytest
+
+from bot.jobs import drive, lifecycle, run_requirement, runtime
+from bot.jobs.lifecycle import end_run
+from bot.jobs.runtime import Runtime
 from bot.requests import JobKind, RunRequest
 from bot.stores.checkpoints import RedisCheckpointStore
 from bot.stores.deliveries import rerun_key
+from bot.stores.run_locks import run_lock_key
 from bot.stores.runs import RunRecord
 from bot.stores.spend import SpendStore
 from tests.integration.test_jobs import REPO, Scene, scene, three_stories  # noqa: F401
@@ -161,3 +169,59 @@ def test_an_uninstall_drops_every_run_of_the_installation_and_its_spend(
     assert RedisCheckpointStore(scene.conn).load(record.run_id) is None
     assert not (work_dir(scene) / "runs" / record.run_id).exists()
     assert spend.total(7) == 0.0 and spend.total(8) == 0.4
+
+
+def test_a_close_handled_before_a_run_takes_its_lock_ends_the_run_instead_of_starting_it(
+    scene: Scene,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `/reqdrive retry US-002` passed its checks (the pull request was open), then the close
+    # of the pull request was handled before the retry's job took the run lock: the close
+    # found no run going and removed its state, and the retry must not bring it back.
+    _issue, record, pull = built(scene)
+    number = int(str(pull["number"]))
+    calls = len(scene.project.calls())
+    locking = drive.run_lock
+
+    @contextmanager
+    def closed_first(rt: Runtime, run: RunRecord) -> Iterator[Any]:
+        pull.update(state="closed")
+        assert end_run(rt, run, "closed") == "removed"
+        with locking(rt, run) as lock:
+            yield lock
+
+    monkeypatch.setattr(drive, "run_lock", closed_first)
+    scene.enqueue(JobKind.RETRY, issue_number=number, comment_id=31, story_id="US-002")
+    scene.work()
+
+    assert len(scene.project.calls()) == calls  # no agent call: the retry never started
+    assert RedisCheckpointStore(scene.conn).load(record.run_id) is None
+    assert not (work_dir(scene) / "runs" / record.run_id).exists()
+    assert not (work_dir(scene) / "cache" / "worktrees" / record.run_id).exists()
+    assert not scene.records().alive(record.run_id)
+    assert scene.records().gone(record.run_id) == "closed"
+
+
+def test_the_cleanup_lock_is_renewed_while_a_long_cleanup_runs(
+    scene: Scene,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A cleanup longer than the lock's lifetime (a large worktree, a slow disk) keeps the
+    # run's lock: otherwise a new run of the requirement could start on what is being removed.
+    _issue, record, _pull = built(scene)
+    monkeypatch.setattr(lifecycle, "FORGET_LOCK_S", 1.0)
+    key = run_lock_key(record.repo, record.source)
+    remove = lifecycle._forget_local
+    held: list[bool] = []
+
+    def slow(rt: Runtime, run: RunRecord) -> None:
+        time.sleep(3 * lifecycle.FORGET_LOCK_S)  # three lifetimes of the lock
+        held.append(bool(scene.conn.exists(key)))
+        remove(rt, run)
+
+    monkeypatch.setattr(lifecycle, "_forget_local", slow)
+    assert lifecycle.forget_run(runtime.current(), record)
+
+    assert held == [True]
+    assert not scene.conn.exists(key)  # released once done
+    assert not (work_dir(scene) / "runs" / record.run_id).exists()

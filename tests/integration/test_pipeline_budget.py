@@ -86,6 +86,9 @@ class Month:
         self.charges.append(cost_usd)
         self.spent_usd += cost_usd
 
+    def remaining(self) -> float | None:
+        return self.limit_usd - self.spent_usd
+
 
 def run(
     project: Project,
@@ -227,3 +230,34 @@ def test_a_runner_reporting_nothing_counts_zero_and_the_run_says_so(
     progress = (project.run_dir() / "progress.txt").read_text()
     said = "the agent reported neither its cost nor its tokens: this call counts $0 to budgets"
     assert progress.count(said) == 4
+
+
+def test_a_run_asked_for_again_gets_its_budget_anew_and_a_takeover_does_not(
+    make_project: MakeProject,
+) -> None:
+    project = make_project({"budgetUsd": 0.5})
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(4)}], "stories": {f"US-00{n}": [implement(n)] for n in range(1, 5)}}
+    )
+    runner = ReportingRunner(project.agent_command(scenario), cost_usd=0.3)
+
+    def again(*, new_budget: bool) -> RunResult:
+        pipeline = Pipeline(
+            project.spec(scenario, new_budget=new_budget),
+            reporter=ConsoleReporter(io.StringIO()),
+            checkpoints=FileCheckpointStore(project.work_dir / "runs"),
+            runner=runner,
+        )
+        return pipeline.run()
+
+    first = again(new_budget=True)  # plan 0.30, US-001 0.60: stopped
+    assert first.stop_reason is StopReason.BUDGET_SPENT
+    taken_over = again(new_budget=False)  # a worker taking over: the same budget, spent
+    assert taken_over.stop_reason is StopReason.BUDGET_SPENT
+    assert project.calls() == ["plan 1", "US-001 1"]
+
+    asked = again(new_budget=True)  # a person asks again: $0.50 more, from $0.60
+    assert project.calls() == ["plan 1", "US-001 1", "US-002 1", "US-003 1"]
+    assert asked.stop_reason is StopReason.BUDGET_SPENT
+    assert asked.cost_usd == pytest.approx(1.2)
+    assert project.branch_log() == [f"feat: [US-00{n}] - Feature {n}" for n in (1, 2, 3)]

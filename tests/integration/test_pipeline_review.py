@@ -378,3 +378,33 @@ def test_the_reviews_cost_is_the_runs_and_counts_against_its_budget(
     assert "budget reached" in second.attempts[0].reason
     assert third.state is StoryState.PENDING
     assert result.cost_usd == pytest.approx(1.0)
+
+
+def test_a_budget_spent_by_the_blind_reviewer_stops_the_review_before_its_next_call(
+    make_project: MakeProject,
+) -> None:
+    # Each reviewer's call is an agent call like any other: checked against the budget before
+    # it starts and charged as it ends. plan 0.2, US-001 0.2 (0.4), agent B 0.2 (0.6): the
+    # budget is spent, so agent C never starts and the change stays unreviewed.
+    project = make_project({"budgetUsd": 0.5, "tests": "together"})
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {f"US-00{n}": [implement(n)] for n in (1, 2)}}
+    )
+    runner = PricedRunner(project.agent_command(scenario), cost_usd=0.2)
+    pipeline = Pipeline(
+        project.spec(scenario),
+        reporter=ConsoleReporter(io.StringIO()),
+        checkpoints=FileCheckpointStore(project.work_dir / "runs"),
+        runner=runner,
+    )
+    result = pipeline.run()
+
+    assert result.stop_reason is StopReason.BUDGET_SPENT
+    first = result.stories[0]
+    review = first.attempts[0].review
+    assert review is not None and review.outcome is ReviewOutcome.INCOMPLETE
+    assert review.calls == 1  # agent B only
+    assert review.problem is not None and "budget reached" in review.problem
+    assert first.state is not StoryState.PASSED  # its change was not reviewed
+    assert result.cost_usd == pytest.approx(0.6)
+    assert project.calls().count("US-002 1") == 0

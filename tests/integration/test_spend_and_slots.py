@@ -59,8 +59,12 @@ def test_status_shows_each_installations_spend_this_month_and_per_run(
     store.charge(7, "run-a", 0.25)
     store.charge(7, "run-b", 1.5)
     store.charge(9, "run-c", 0.1)
+    store.charge(11, "run-d", 0.5)
     monkeypatch.setenv("REDIS_URL", redis_url)
     monkeypatch.setenv("REQDRIVE_MONTHLY_BUDGET_USD", "20")
+    # Installation 9's own cap, and none for 11 (null), whatever the default says.
+    overrides = '{"9": {"monthlyBudgetUsd": 5}, "11": {"monthlyBudgetUsd": null}}'
+    monkeypatch.setenv("REQDRIVE_INSTALLATIONS", overrides)
     monkeypatch.chdir(str(tmp_path))
 
     assert main(["status", "--queue", "reqdrive-spend-test"]) == 0
@@ -68,11 +72,13 @@ def test_status_shows_each_installations_spend_this_month_and_per_run(
 
     start = next(i for i, line in enumerate(lines) if line.startswith("agent spend in "))
     assert lines[start + 1 :] == [
-        "  installation 7: $1.75 of $20.00 (REQDRIVE_MONTHLY_BUDGET_USD)",
+        "  installation 7: $1.75 of its $20.00 monthlyBudgetUsd",
         "    run-b: $1.50",
         "    run-a: $0.25",
-        "  installation 9: $0.10 of $20.00 (REQDRIVE_MONTHLY_BUDGET_USD)",
+        "  installation 9: $0.10 of its $5.00 monthlyBudgetUsd",
         "    run-c: $0.10",
+        "  installation 11: $0.50",
+        "    run-d: $0.50",
     ]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.github.progress import Progress
+from bot.github.progress import Progress, next_steps
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState, TestCheck
 
 
@@ -49,3 +49,14 @@ def test_a_flaky_test_is_named_on_its_story_line() -> None:
     story.attempts[0].tests = [flaky]
     line = Progress("REQ-1.md", "reqdrive/x", stories=[story]).checklist()
     assert line.endswith("- flaky, kept out of the verdict: `t::clock`")
+
+
+def test_a_run_stopped_before_its_stories_says_to_run_it_again_not_to_retry_them() -> None:
+    # A retry resets stories that ended; one never tried (the run stopped at its budget)
+    # would give "nothing to retry". `/reqdrive run` takes the run up where it stopped.
+    done = _story().model_copy(update={"state": StoryState.PASSED})
+    waiting = _story().model_copy(update={"id": "US-002", "state": StoryState.PENDING})
+    said = next_steps([done, waiting])
+    assert said == "**Next:** comment `/reqdrive run` to go on from US-002, where the run stopped."
+    failed = _story()
+    assert "`/reqdrive retry US-001`" in next_steps([failed, waiting])

@@ -102,3 +102,45 @@ def test_a_bad_sandbox_network_setting_is_refused_at_start(
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigurationError, match=said):
         load_settings()
+
+
+def test_each_installation_gets_the_defaults_unless_the_operator_set_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("REQDRIVE_MONTHLY_BUDGET_USD", "20")
+    monkeypatch.setenv(
+        "REQDRIVE_INSTALLATIONS",
+        '{"7": {"monthlyBudgetUsd": 200, "maxConcurrentRuns": 4}, "8": {"monthlyBudgetUsd": null},'
+        ' "9": {"maxConcurrentRuns": 1}}',
+    )
+    settings = load_settings()
+
+    limits = {i: settings.installation_limits(i) for i in (7, 8, 9, 10)}
+    assert {i: (x.monthly_budget_usd, x.max_concurrent_runs) for i, x in limits.items()} == {
+        7: (200.0, 4),
+        8: (None, 2),  # null: no cap for this one, whatever the default
+        9: (20.0, 1),
+        10: (20.0, 2),
+    }
+    assert "installation 7 in REQDRIVE_INSTALLATIONS" in limits[7].source
+    assert limits[10].source == "REQDRIVE_MONTHLY_BUDGET_USD"
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("{7: 1", "REQDRIVE_INSTALLATIONS: not valid JSON"),
+        ('{"7": {"monthlyBudget": 1}}', "REQDRIVE_INSTALLATIONS: 7.monthlyBudget: Extra inputs"),
+        ('{"7": {"maxConcurrentRuns": 0}}', "7.maxConcurrentRuns: Input should be greater"),
+        ('{"acme": {"maxConcurrentRuns": 1}}', "REQDRIVE_INSTALLATIONS: acme: Input should be"),
+    ],
+)
+def test_a_wrong_installation_override_stops_the_start_naming_where(
+    monkeypatch: pytest.MonkeyPatch, value: str, said: str
+) -> None:
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("REQDRIVE_INSTALLATIONS", value)
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings()
+    assert said in str(raised.value)

@@ -56,6 +56,9 @@ class AgentCall:
     max_turns: int = 30
     # The call's sandbox (worktree, HOME, hand-over folder, prompt bound); None: unconfined.
     sandbox: Sandbox | None = None
+    # A blind reviewer's call: it reads the change and writes its report, nothing else (a
+    # runner that can scope its tools gives it only those; claude does).
+    read_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,12 @@ DEFAULT_BASH_COMMANDS = tuple(c for group in BASH_COMMAND_GROUPS for c in group.
 # only, while naming "Write" or "Read" in --allowedTools would open every path on the machine.
 DEFAULT_ALLOWED_TOOLS = tuple(f"Bash({command} *)" for command in DEFAULT_BASH_COMMANDS)
 
+# A blind reviewer's only tools (`--tools`: the CLI offers the model no other): it reads the
+# change and writes its report. No Bash (every interpreter in the implementer's list runs the
+# change's code), no Edit. Write reaches only the call's folder and --add-dir, which for a
+# reviewer are its view of the change (read-only in the sandbox) and its hand-over folder.
+REVIEW_TOOLS = ("Read", "Grep", "Glob", "Write")
+
 # Retries of a failed API call: the CLI's default retries a 401 for minutes.
 MAX_API_RETRIES = "2"
 TAIL_CHARS = 2000
@@ -66,7 +72,9 @@ class ClaudeRunner(ProcessRunner):
         """The command line; the prompt goes on stdin so no argument parsing can eat it."""
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]
         argv += ["--permission-mode", "acceptEdits"]
-        if self.allowed_tools:  # the option takes a list, so it must not stand empty
+        if call.read_only:
+            argv += ["--tools", ",".join(REVIEW_TOOLS)]
+        elif self.allowed_tools:  # the option takes a list, so it must not stand empty
             argv += ["--allowedTools", *self.allowed_tools]
         # Planning writes prd.json in the run folder, outside the worktree.
         argv += ["--add-dir", str(call.run_dir), "--max-turns", str(call.max_turns)]

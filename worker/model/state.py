@@ -229,6 +229,9 @@ class Checkpoint(BaseModel):
     baseline_sha: str | None = None
     baseline_cached: str | None = None
     cost_usd: float = 0.0
+    # The run's cost when a person last asked for it (`/reqdrive run`, a retry): budgetUsd
+    # counts from here, as maxIterations counts from retry_from; a takeover keeps it.
+    budget_from_usd: float = 0.0
     stop_reason: StopReason | None = None
     error: str | None = None
     started_at: float = Field(default_factory=time.time)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tarfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ from worker.agents.base import AgentCall, AgentOutcome, AgentRunner
 from worker.agents.pricing import call_cost
 from worker.confine.safe_paths import empty_folder
 from worker.confine.sandbox import Sandbox
-from worker.exceptions import GitError
+from worker.exceptions import BudgetReached, GitError
 from worker.model.review import (
     LIST_ITEMS,
     TEXT_CHARS,
@@ -67,6 +67,10 @@ class ReviewDesk:
     root: Path
     folder: RunFolder
     cancel: threading.Event
+    # How a reviewer's call runs: the run's own checks around it (budgets before it and
+    # between its turns, the disk quota after, its cost charged; BudgetReached when spent).
+    # None: the runner is called as it is.
+    run_call: Callable[[AgentRunner, AgentCall], AgentOutcome] | None = None
 
     @property
     def handoff(self) -> Path:
@@ -134,6 +138,8 @@ def review(desk: ReviewDesk, subject: ReviewSubject) -> ReviewRecord:
     except (GitError, OSError, tarfile.TarError) as error:
         why = f"the worker could not show the change to the reviewer: {error}"
         return tally.record(ReviewOutcome.INCOMPLETE, problem=why[:PROBLEM_CHARS])
+    except BudgetReached as reached:  # before a reviewer's call, or between its turns
+        return tally.record(ReviewOutcome.INCOMPLETE, problem=str(reached)[:PROBLEM_CHARS])
 
 
 def _review(desk: ReviewDesk, subject: ReviewSubject, tally: _Tally) -> ReviewRecord:
@@ -273,8 +279,13 @@ def _call(
         timeout_s=desk.agent.timeout_s,
         model=desk.agent.model,
         sandbox=sandbox,
+        read_only=True,
     )
-    outcome = desk.agent.runner.run(call, cancel=desk.cancel)
+    runner = desk.agent.runner
+    if desk.run_call is None:
+        outcome = runner.run(call, cancel=desk.cancel)
+    else:
+        outcome = desk.run_call(runner, call)
     tally.add(outcome, desk.agent.model)
     return outcome
 

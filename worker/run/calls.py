@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from worker.agents.base import AgentCall, AgentOutcome
+from worker.agents.base import AgentCall, AgentOutcome, AgentRunner
 from worker.agents.claude import ClaudeRunner
 from worker.agents.pricing import CallCost, call_cost, with_cost
 from worker.confine.bytecode_seed import BytecodeSeed
@@ -40,7 +40,7 @@ BYTECODE_SEED = "bytecode-seed"
 def budget_reached(ctx: RunContext) -> BudgetReached | None:
     """Why no agent call may start now: the run's budgetUsd spent, or the budget it shares
     (the installation's month); None while both have room."""
-    budget, spent = ctx.config.budget_usd, ctx.cp.cost_usd
+    budget, spent = ctx.config.budget_usd, ctx.cp.cost_usd - ctx.cp.budget_from_usd
     if budget is not None and spent >= budget:
         return BudgetReached(
             f"budget reached: this run's agent calls cost ${spent:.2f} of its budgetUsd "
@@ -79,15 +79,7 @@ def call_agent(
         sandbox=sandbox and sandbox.bind(readonly=[prompt_path]),
     )
     ctx.reporter.agent_started(str(label))
-    watch = _turn_budget(ctx, call)
-    if watch is None:
-        outcome = ctx.runner.run(call, cancel=ctx.cancel)
-    else:
-        watch.start()
-        try:
-            outcome = ctx.runner.run(call, cancel=watch.stop)
-        finally:
-            watch.finish()
+    outcome, watch = _watched(ctx, ctx.runner, call)
     ctx.reporter.agent_finished(str(label), outcome.duration_s, _ended(ctx, outcome))
     sweep_leftovers(ctx)
     ctx.git.secure()  # before any git of ours reads what it may have planted
@@ -105,18 +97,7 @@ def call_agent(
         empty_folders((places.home, places.handoff, places.git_view))
         outcome = replace(outcome, error=over)
     folder.sweep()
-    cost = call_cost(outcome, ctx.agent.model)
-    # Stopped by the watch (a call that ended on its own as the budget was reached keeps its
-    # work: the next budget check stops the run).
-    stopped = watch is not None and watch.reached and outcome.exit_code is None
-    if stopped and watch is not None and watch.estimate_usd > cost.usd:
-        # Stopped mid-call, it printed no result line: what its replies streamed is its cost.
-        cost = CallCost(watch.estimate_usd, "stopped between turns: its streamed replies priced")
-    if cost.note:
-        folder.append_progress(f"agent call {label}: {cost.note}")
-    ctx.cp.cost_usd += cost.usd
-    if ctx.spec.shared_budget is not None:
-        ctx.spec.shared_budget.charge(cost.usd)
+    cost, stopped = _charge(ctx, call, label, outcome, watch)
     if stopped:
         # What it changed before it was stopped is not judged: the worktree goes back.
         ctx.git.restore(ctx.cp.head_sha, ignored_too=True)
@@ -124,19 +105,85 @@ def call_agent(
     return with_cost(outcome, cost)
 
 
-def _turn_budget(ctx: RunContext, call: AgentCall) -> TurnBudget | None:
-    """A watch on the call's streamed turns, when the runner streams them and the run has a
-    budgetUsd (the installation's month is checked before each call)."""
-    budget = ctx.config.budget_usd
-    if budget is None or not isinstance(ctx.runner, ClaudeRunner):
+def call_reviewer(
+    ctx: RunContext, runner: AgentRunner, call: AgentCall, folders: Sequence[Path]
+) -> AgentOutcome:
+    """One blind reviewer's call under the checks of call_agent: none starts on a spent
+    budget, a streaming one is stopped between turns at it (BudgetReached), the reviewer's
+    `folders` are held to the disk quota after it (emptied when over), and its cost is the
+    run's and the shared budget's."""
+    if (reached := budget_reached(ctx)) is not None:
+        raise reached
+    outcome, watch = _watched(ctx, runner, call)
+    if over := over_quota(folders, ctx.spec.limits):
+        empty_folders(folders)
+        outcome = replace(outcome, error=over)
+    cost, stopped = _charge(ctx, call, call.log_path.stem, outcome, watch)
+    if stopped:
+        raise budget_reached(ctx) or BudgetReached("budget reached")
+    return with_cost(outcome, cost)
+
+
+def _watched(
+    ctx: RunContext, runner: AgentRunner, call: AgentCall
+) -> tuple[AgentOutcome, TurnBudget | None]:
+    """The call run, watched between its turns when a budget caps the run."""
+    watch = _turn_budget(ctx, runner, call)
+    if watch is None:
+        return runner.run(call, cancel=ctx.cancel), None
+    watch.start()
+    try:
+        return runner.run(call, cancel=watch.stop), watch
+    finally:
+        watch.finish()
+
+
+def _charge(
+    ctx: RunContext,
+    call: AgentCall,
+    label: str | int,
+    outcome: AgentOutcome,
+    watch: TurnBudget | None,
+) -> tuple[CallCost, bool]:
+    """What the call cost, counted in the run and the shared budget; and whether the watch
+    stopped it (a call that ended on its own as the budget was reached keeps its work: the
+    next budget check stops the run)."""
+    cost = call_cost(outcome, call.model)
+    stopped = watch is not None and watch.reached and outcome.exit_code is None
+    if stopped and watch is not None and watch.estimate_usd > cost.usd:
+        # Stopped mid-call, it printed no result line: what its replies streamed is its cost.
+        cost = CallCost(watch.estimate_usd, "stopped between turns: its streamed replies priced")
+    if cost.note:
+        ctx.folder.append_progress(f"agent call {label}: {cost.note}")
+    ctx.cp.cost_usd += cost.usd
+    if ctx.spec.shared_budget is not None:
+        ctx.spec.shared_budget.charge(cost.usd)
+    return cost, stopped
+
+
+def _turn_budget(ctx: RunContext, runner: AgentRunner, call: AgentCall) -> TurnBudget | None:
+    """A watch on the call's streamed turns, when the runner streams them and a budget caps
+    the run: its budgetUsd, the installation's monthly budget, or both."""
+    if not isinstance(runner, ClaudeRunner) or headroom(ctx) is None:
         return None
     return TurnBudget(
         log_path=call.log_path,
-        model=ctx.agent.model,
-        spent_usd=ctx.cp.cost_usd,
-        budget_usd=budget,
+        model=call.model,
+        headroom=lambda: headroom(ctx) or 0.0,
         cancel=ctx.cancel,
     )
+
+
+def headroom(ctx: RunContext) -> float | None:
+    """USD the run may still spend: the least its budgetUsd and the shared budget leave (None:
+    neither caps it)."""
+    left: list[float] = []
+    if ctx.config.budget_usd is not None:
+        left.append(ctx.config.budget_usd - (ctx.cp.cost_usd - ctx.cp.budget_from_usd))
+    shared = ctx.spec.shared_budget.remaining() if ctx.spec.shared_budget is not None else None
+    if shared is not None:
+        left.append(shared)
+    return min(left) if left else None
 
 
 def run_gates_on(

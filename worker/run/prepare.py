@@ -40,6 +40,8 @@ def prepare_workspace(
         journal.save()
     else:
         cp.status, cp.error = RunStatus.RUNNING, None
+        if spec.new_budget:
+            cp.budget_from_usd = cp.cost_usd
         if reconcile(git, cp):
             journal.pushed(git.push())
         _reverify(journal, git)

@@ -10,7 +10,7 @@ from pathlib import Path
 from worker.model.review import ReviewOutcome, ReviewRecord
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord
 from worker.review.triangular import ReviewAgent, ReviewDesk, ReviewSubject, review
-from worker.run.calls import budget_reached
+from worker.run.calls import budget_reached, call_reviewer
 from worker.run.context import RunContext
 from worker.verdict.judging import KEPT
 from worker.verdict.story_verdict import StoryVerdict, decide_reviewed
@@ -93,8 +93,9 @@ def review_whole(ctx: RunContext) -> ReviewRecord | None:
 
 
 def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewRecord:
-    """One review, counted in the run's cost and the shared budget. With a budget already
-    spent it does not start: the change stays unreviewed, said in the record."""
+    """One review, each of its calls counted in the run's cost and the shared budget as it
+    ends. With a budget already spent it does not start, and one spent during it stops it:
+    the change stays unreviewed, said in the record."""
     if (reached := budget_reached(ctx)) is not None:
         found = ReviewRecord(outcome=ReviewOutcome.INCOMPLETE, problem=str(reached))
         ctx.folder.append_progress(f"review of {subject.title}: {found.headline()}")
@@ -109,16 +110,15 @@ def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewR
         root=root,
         folder=ctx.folder,
         cancel=ctx.cancel,
+        # Each reviewer's call under the run's checks, its cost the run's as it ends:
+        # budgetUsd and the installation's month count it, and stop the next call.
+        run_call=lambda runner, call: call_reviewer(ctx, runner, call, (root,)),
     )
     try:
         found = review(desk, subject)
     finally:
         shutil.rmtree(root, ignore_errors=True)
         ctx.folder.sweep()
-    cost = found.cost_usd or 0.0
-    ctx.cp.cost_usd += cost  # the review's cost is the run's: budgetUsd counts it
-    if ctx.spec.shared_budget is not None:
-        ctx.spec.shared_budget.charge(cost)
     ctx.folder.append_progress(f"review of {subject.title}: {found.headline()}")
     return found
 

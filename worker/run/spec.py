@@ -41,6 +41,11 @@ class SharedBudget(Protocol):
         """Count what one agent call of this run cost."""
         ...
 
+    def remaining(self) -> float | None:
+        """USD left before the cap (read again while a call streams its turns, as other runs
+        spend too); None: no cap."""
+        ...
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -82,8 +87,12 @@ class RunSpec:
     # it), so the loop stops after the story it is on, which is never cut short.
     superseded: Callable[[], bool] | None = None
     # Spend shared with other runs (the installation's monthly budget), checked before every
-    # agent call like the run's own budgetUsd; None: only budgetUsd limits the run.
+    # agent call and between a streaming call's turns like the run's own budgetUsd; None:
+    # only budgetUsd limits the run.
     shared_budget: SharedBudget | None = None
+    # A person asked for this job (not a worker taking over a lost run): a run taken up
+    # again from its checkpoint gets its budgetUsd anew, counted from its cost so far.
+    new_budget: bool = False
     # The config to use instead of the base commit's, and its path (`--config-from-worktree`).
     config_override: tuple[RepoConfig, str] | None = None
 

@@ -84,6 +84,10 @@ class RunSpec:
     # Spend shared with other runs (the installation's monthly budget), checked before every
     # agent call like the run's own budgetUsd; None: only budgetUsd limits the run.
     shared_budget: SharedBudget | None = None
+    # The run of this requirement's earlier text on the same branch (the App's run of an
+    # edited requirement): its plan is shown to the planner, and the stories the edit left
+    # as they were keep its results (worker/run/replan.py).
+    previous_run: str | None = None
     # The config to use instead of the base commit's, and its path (`--config-from-worktree`).
     config_override: tuple[RepoConfig, str] | None = None
 

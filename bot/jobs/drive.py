@@ -203,6 +203,7 @@ def _spec(rt: Runtime, record: RunRecord, *, plan_only: bool = False) -> RunSpec
         secrets.append(settings.redis_url)
     return RunSpec(
         plan_only=plan_only,
+        previous_run=record.previous_run,
         superseded=lambda: rt.reruns.waiting(record.job_id),
         shared_budget=InstallationBudget(
             rt.spend, record.installation_id, record.run_id, settings.reqdrive_monthly_budget_usd

@@ -19,7 +19,8 @@ from worker.verdict.judging import (
 from worker.verdict.story_verdict import Evidence, decide_unchanged, proven_tests
 from worker.verdict.tampering import changed_files, files_with_tests
 
-# What the label of the checks on the base commit adds: iteration-3-tests.base.log, ...
+# What the tests call's label gets for its checks on the base commit and at the head:
+# iteration-3-tests.base.log, iteration-3-tests.head.log
 AT_BASE = ".base"
 AT_HEAD = ".head"
 
@@ -42,14 +43,14 @@ def already_done(
     ones when each fails on the base commit, before any of the branch's work: the branch
     already does what they check. Shown so, the `test:` commit is kept (the story's commit);
     otherwise it is dropped and the story judged on its earlier tests alone. None: nothing
-    shows the story done, and the refusal stands (the worktree is back at `start`)."""
+    shows the story done, and the refusal stands (its caller puts the worktree back)."""
     commit = frozen.commit
     new = list(frozen.tests)
     passing = [t for t in new if frozen.at_parent.get(t) == TestStatus.PASSED]
     if commit is None or not new or passing != new or len(problems) != len(new):
         return None  # another problem too, or a new test failing here: the story has work
     cp = ctx.cp
-    at_base = _at_base(ctx, start, commit, new)
+    at_base = _at_base(ctx, f"{label}{AT_BASE}", start, commit, new)
     shown = all(status == TestStatus.FAILED for status in at_base.values())
     earlier = proven_tests(record, tests_by_id(cp.baseline or []) or {})
     evidence = sorted({*earlier, *(new if shown else [])})
@@ -95,13 +96,14 @@ def already_done(
     )
 
 
-def _at_base(ctx: RunContext, start: str, commit: str, tests: list[str]) -> dict[str, str]:
+def _at_base(
+    ctx: RunContext, label: str, start: str, commit: str, tests: list[str]
+) -> dict[str, str]:
     """These tests run on the base commit with only their test files laid over it. A module
     that cannot be imported there is reported as one failure named after it: its tests
     failed there (as the parent proof reads it)."""
     changed = changed_files(ctx.git.path, start, commit)
     modules = {t.split("::", 1)[0] for t in tests}
-    label = f"{ctx.folder.gates_label(ctx.cp.iteration)}{AT_BASE}"
     with ctx.git.parent_with(ctx.cp.base_sha, commit, files_with_tests(changed, tests)):
         found = run_selected(ctx, label, {*tests, *modules})
     return {t: found[t] if found[t] != MISSING else found[t.split("::", 1)[0]] for t in tests}

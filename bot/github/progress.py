@@ -14,6 +14,7 @@ from worker.report.story_states import (
     last_review,
     plural,
     review_cell,
+    state_label,
     tests_line,
 )
 
@@ -57,7 +58,7 @@ def _story_line(story: StoryRecord, *, running: bool) -> str:
     done = story.state in (StoryState.PASSED, StoryState.UNVERIFIED)
     seconds = sum(a.duration_s for a in story.attempts)
     cost = sum(a.cost_usd or 0.0 for a in story.attempts)
-    state = "running" if running else str(story.state)
+    state = "running" if running else state_label(story)
     facts = f"{plural(len(story.attempts), 'attempt')}, {seconds:.0f}s, ${cost:.2f}"
     line = f"- [{'x' if done else ' '}] {STATE_ICONS[story.state]} **{inline_code(story.id)}** "
     line += f"{inline_text(story.title)}: {state} ({facts})"

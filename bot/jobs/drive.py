@@ -218,6 +218,7 @@ def _spec(
         # A person asked for this job: a run taken up again gets its budgetUsd anew. A
         # worker taking over a lost run goes on with the budget it had.
         new_budget=new_budget,
+        previous_run=record.previous_run,
         superseded=lambda: rt.reruns.waiting(record.job_id),
         shared_budget=InstallationBudget(
             rt.spend,

@@ -172,6 +172,7 @@ def _record(
     # The new text's run reports in the progress comment the earlier text's run kept there:
     # the marker names a run, so without its id the new run would post a second comment.
     comment = previous.comment_id if previous and previous.comment_target == target else None
+    branch = f"reqdrive/{req.slug}"
     return RunRecord(
         run_id=run_id,
         repo=request.repo,
@@ -180,13 +181,14 @@ def _record(
         text=req.text,
         slug=req.slug,
         repo_path=req.repo_path,
-        branch=f"reqdrive/{req.slug}",
+        branch=branch,
         base_branch=ctx.base_branch,
         clone_url=client.read(lambda: client.repo.clone_url),
         issue_number=request.issue_number if on_issue else None,
         comment_target=target,
         comment_id=comment,
         pull_number=pull,
+        previous_run=previous.run_id if previous and previous.branch == branch else None,
         arguments={**request.model_dump(mode="json"), "labels": list(ctx.config.pr_labels)},
     )
 

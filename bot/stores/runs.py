@@ -46,6 +46,9 @@ class RunRecord(BaseModel):
     # Annotations the check run already has (their keys): GitHub appends each update's.
     annotated: list[str] = Field(default_factory=list)
     pull_number: int | None = None
+    # The run of the requirement's earlier text on the same branch (an edit's run): the new
+    # run plans against its plan and keeps its results where the edit left a story as it was.
+    previous_run: str | None = None
     job_id: str | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)  # the job's RunRequest, to resume it
     resumed: int = 0  # how many times another worker took the run over

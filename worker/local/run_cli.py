@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -102,6 +103,8 @@ def main(argv: Sequence[str] | None = None, *, plan_only: bool = False) -> int:
     redactor = Redactor()  # until the run's own, which knows the secret values too
     try:
         spec = spec_from(args, plan_only=plan_only)
+        if args.continue_run:  # its plan and the results the edit leaves as they were
+            spec = dataclasses.replace(spec, previous_run=args.continue_run)
         prepare_start(
             spec, args.continue_run, lambda line: print(f"{command}: {line}", file=sys.stderr)
         )

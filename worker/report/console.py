@@ -17,6 +17,7 @@ from worker.report.story_states import (
     frozen_note,
     gate_summary,
     plural,
+    state_label,
     story_counts,
 )
 
@@ -161,10 +162,10 @@ class ConsoleReporter:
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
         gates = gate_summary(attempt)
         detail = f" [{gates}]" if gates else ""
-        frozen = frozen_note(story)
+        frozen = f"; {frozen_note(story)}" if frozen_note(story) else ""
         self._say(
             f"  {story.id} attempt {attempt.attempt} {attempt_outcome(attempt)}{detail} "
-            f"→ story {story.state} ({attempt.duration_s:.1f}s)" + (f"; {frozen}" if frozen else "")
+            f"→ story {state_label(story)} ({attempt.duration_s:.1f}s){frozen}"
         )
 
     def run_finished(self, result: RunResult) -> None:

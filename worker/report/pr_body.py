@@ -13,6 +13,7 @@ from worker.report.story_states import (
     last_review,
     plural,
     review_cell,
+    state_label,
     story_counts,
     tests_line,
 )
@@ -104,9 +105,7 @@ def _stories_table(stories: Sequence[StoryRecord]) -> str:
     for s in stories:
         commit = f"`{s.commit[:12]}`" if s.commit else "—"
         last = s.attempts[-1].reason if s.attempts and s.state is not StoryState.PASSED else ""
-        state = f"{s.state}" + (f" ({cell(last)})" if last else "")
-        if s.attempts and s.attempts[-1].outcome is AttemptOutcome.NOTHING_TO_CHANGE:
-            state = str(AttemptOutcome.NOTHING_TO_CHANGE)
+        state = state_label(s) + (f" ({cell(last)})" if last else "")
         rows.append(
             f"| {STATE_ICONS[s.state]} | {cell(s.id)} | {cell(s.title)} | {state} "
             f"| {len(s.attempts)} | {_tests_cell(s)} | {commit} | {cell(review_cell(s))} |"
@@ -129,8 +128,8 @@ def _last_checks(story: StoryRecord) -> list[TestCheck]:
 def _story_details(stories: Sequence[StoryRecord]) -> str:
     lines = ["### What each story was judged on"]
     for s in stories:
-        tried = len(s.attempts)
-        lines += ["", f"**{cell(s.id)}** — {s.state} after {tried} attempt{'s' * (tried != 1)}"]
+        tried = f"{len(s.attempts)} attempt{'s' * (len(s.attempts) != 1)}"
+        lines += ["", f"**{cell(s.id)}** — {state_label(s)} after {tried}"]
         lines += _test_lines(s)
         if s.attempts:
             lines.append(f"- tests: {tests_line(s)}")

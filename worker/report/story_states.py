@@ -63,6 +63,15 @@ def gate_summary(attempt: AttemptRecord) -> str:
     return ", ".join(parts)
 
 
+def state_label(story: StoryRecord) -> str:
+    """ "passed (nothing to change)", "failed": a story's state as every report names it.
+    Passed with nothing to change says so: judged on its tests at the head, nothing typed."""
+    last = story.attempts[-1].outcome if story.attempts else None
+    if story.state is StoryState.PASSED and last is AttemptOutcome.NOTHING_TO_CHANGE:
+        return str(AttemptOutcome.NOTHING_TO_CHANGE)
+    return str(story.state)
+
+
 def count_stories(n: int) -> str:
     """ "1 story", "2 stories": every place that counts stories says it the same way."""
     return f"{n} story" if n == 1 else f"{n} stories"

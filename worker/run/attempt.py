@@ -106,6 +106,8 @@ class StoryAttempt:
         ):
             call = TestsCall(ctx, record, iteration=self.iteration, number=self.number)
             frozen, said = call.run(self._prompt_values("tests"))
+            if said.outcome is AttemptOutcome.NOTHING_TO_CHANGE:
+                return said  # decided at its tests call; its earlier frozen tests stay
             record.frozen = frozen
             if frozen is None:
                 return said

@@ -9,6 +9,7 @@ from worker.plan.planning import Planner, check_test_claims
 from worker.report.story_states import count_stories
 from worker.run.calls import call_agent
 from worker.run.context import RunContext
+from worker.run.replan import carry_over, earlier_plan_text, earlier_run
 from worker.verdict.judging import tests_by_id
 from worker.verdict.readiness import unclaimed
 
@@ -33,12 +34,17 @@ def make_plan(ctx: RunContext) -> None:
         cancel=ctx.cancel,
         baseline_tests=tests_by_id(cp.baseline or []),
     )
+    earlier = earlier_run(ctx)
     values = {
         "requirement": ctx.spec.requirement.text,
         "source": ctx.spec.requirement.source,
         "project": ctx.config.project_name or "",
+        "earlier_plan": earlier_plan_text(earlier),
     }
     _adopt_plan(ctx, planner.plan(values, on_attempt=lambda n: _planning_attempt(ctx, n)))
+    if earlier is not None and carry_over(ctx, earlier):
+        ctx.journal.write_prd()
+        ctx.journal.save()
 
 
 def _replaces_plan(ctx: RunContext) -> bool:

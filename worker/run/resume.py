@@ -11,7 +11,7 @@ import psutil
 from worker.confine.processes import marked_processes
 from worker.exceptions import PreflightError, ResumeError
 from worker.git.changes import RunWorktree
-from worker.model.state import Checkpoint, StoryState
+from worker.model.state import AttemptOutcome, Checkpoint, StoryRecord, StoryState
 
 
 def check_requirement(cp: Checkpoint, sha256: str) -> None:
@@ -90,9 +90,20 @@ def unproven_stories(git: RunWorktree, cp: Checkpoint) -> list[str]:
     on_branch = git.trailers(STORY_TRAILER, cp.base_sha, cp.head_sha)
     reset = []
     for story in cp.stories:
-        if story.state not in COMMITTED_STATES:
+        if story.state not in COMMITTED_STATES or _nothing_committed(story):
             continue
         if story.commit is None or on_branch.get(story.commit) != story.id:
             story.state, story.commit = StoryState.PENDING, None
             reset.append(story.id)
     return reset
+
+
+def _nothing_committed(story: StoryRecord) -> bool:
+    """Passed with nothing to change and no commit of its own: nothing on the branch to find
+    (its tests were judged at the head the checkpoint records)."""
+    last = story.attempts[-1] if story.attempts else None
+    return (
+        story.commit is None
+        and last is not None
+        and last.outcome is AttemptOutcome.NOTHING_TO_CHANGE
+    )

@@ -93,6 +93,10 @@ class RunSpec:
     # A person asked for this job (not a worker taking over a lost run): a run taken up
     # again from its checkpoint gets its budgetUsd anew, counted from its cost so far.
     new_budget: bool = False
+    # The run of this requirement's earlier text on the same branch (the App's run of an
+    # edited requirement): its plan is shown to the planner, and the stories the edit left
+    # as they were keep its results (worker/run/replan.py).
+    previous_run: str | None = None
     # The config to use instead of the base commit's, and its path (`--config-from-worktree`).
     config_override: tuple[RepoConfig, str] | None = None
 

@@ -17,6 +17,7 @@ from worker.run.attempt import StoryAttempt
 from worker.run.calls import budget_reached, budget_stop
 from worker.run.ci_story import reproduce_ci
 from worker.run.context import RunContext
+from worker.run.nothing_to_change import kept_commit
 from worker.run.review_step import review_attempt
 from worker.verdict.judging import KEPT, story_state
 
@@ -66,7 +67,7 @@ def attempt_story(ctx: RunContext, record: StoryRecord) -> None:
     record.attempts.append(attempt)
     record.state = story_state(attempt.outcome, number, ctx.config.max_story_retries)
     if attempt.outcome in KEPT:
-        record.commit = attempt.commit
+        record.commit = kept_commit(record, attempt)
         cp.head_sha = attempt.commit or cp.head_sha
     journal.save()
     if cp.head_sha != cp.pushed_sha and cp.head_sha != cp.base_sha:

@@ -12,6 +12,7 @@ from worker.plan.prompting import TESTS_TEMPLATE
 from worker.report.inert_text import neutralize
 from worker.run.calls import call_agent, run_gates_on
 from worker.run.context import RunContext
+from worker.run.nothing_to_change import already_done
 from worker.run.resume import story_trailer
 from worker.run.selected import run_files
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
@@ -89,6 +90,8 @@ class TestsCall:
         if ctx.cancel.is_set():
             return None, self._back(AttemptOutcome.CANCELLED, "cancelled", base)
         frozen, problems = self._prove(commit, changed, gates, reverted, alone)
+        if problems and (done := self._already_done(frozen, problems, base)) is not None:
+            return None, done
         if problems:
             why = "its tests were not frozen: " + "; ".join(problems[:PROBLEMS_SHOWN])
             more = len(problems) - PROBLEMS_SHOWN
@@ -179,6 +182,20 @@ class TestsCall:
             }
         )
         return frozen, problems
+
+    def _already_done(
+        self, frozen: FrozenTests, problems: list[str], base: dict[str, Any]
+    ) -> AttemptRecord | None:
+        """Its new tests pass already: the story judged at the head before a retry is spent."""
+        return already_done(
+            self.ctx,
+            self.record,
+            start=self.start,
+            label=self.label,
+            frozen=frozen,
+            problems=problems,
+            fields=base,
+        )
 
     def _back(self, outcome: AttemptOutcome, why: str, base: dict[str, Any]) -> AttemptRecord:
         self.ctx.git.restore(self.start)

@@ -10,8 +10,15 @@ from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StoryRecord
 
 RERUNS = 2  # times each such test runs again alone, on the story's commit and on its parent
-# Attempts whose commit stays on the branch (judging.KEPT, which imports this module).
-KEPT_OUTCOMES = (AttemptOutcome.PASSED, AttemptOutcome.UNVERIFIED, AttemptOutcome.NEEDS_REVIEW)
+# Attempts whose commit stays on the branch (judging.KEPT, which imports this module); with
+# nothing to change, the tests it was shown done by, when it committed them, and its gates
+# at the head (the state the next story is judged against).
+KEPT_OUTCOMES = (
+    AttemptOutcome.PASSED,
+    AttemptOutcome.NOTHING_TO_CHANGE,
+    AttemptOutcome.UNVERIFIED,
+    AttemptOutcome.NEEDS_REVIEW,
+)
 
 
 class Rerun(StrEnum):

@@ -276,8 +276,7 @@ class StoryAttempt:
         self, commit: str, changed: list[str], added: list[str]
     ) -> dict[str, str]:
         """The story's new tests run on its parent commit: only its test files applied."""
-        # A module that cannot even be imported without the change is reported by pytest as
-        # one failed case named after the module: its tests failed there.
+        # A module not importable without the change is one failed case named after it (pytest).
         modules = {t.split("::", 1)[0] for t in added}
         with self.ctx.git.parent_with(self.pre, commit, files_with_tests(changed, added)):
             tests = run_selected(self.ctx, f"{self.label}.parent", {*added, *modules}, narrow=True)

@@ -19,6 +19,9 @@ class JobKind(StrEnum):
     CLOSE = "close"  # a reqdrive pull request was closed or merged: stop its run
     UNINSTALL = "uninstall"  # the App was uninstalled: drop the installation's tokens and runs
     SCAN = "scan"  # a push whose payload may not list every file: ask GitHub what changed
+    # A review on a reqdrive PR (changes requested, or the App mentioned), a line comment
+    # mentioning the App, or `/reqdrive fix [text]`: its threads become FB- stories.
+    FEEDBACK = "feedback"
 
 
 class RunRequest(BaseModel):
@@ -41,3 +44,7 @@ class RunRequest(BaseModel):
     comment_id: int | None = None
     branch: str | None = None  # a closed pull request's head branch
     merged: bool | None = None  # whether that pull request was merged (closed without, if not)
+    # Feedback: the review submitted, or the line comment (a review comment: reactions to it
+    # and replies in its thread take other endpoints than an issue comment's `comment_id`).
+    review_id: int | None = None
+    review_comment_id: int | None = None

@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.github.auth import RUN_PERMISSIONS
 from bot.jobs.drive import AlreadyRunning, execute
+from bot.jobs.feedback import handle_feedback
 from bot.jobs.handlers import (
     handle_cancel,
     handle_close,
@@ -85,6 +86,11 @@ def scan_push(**arguments: Any) -> dict[str, object]:
     the push changed there and queue their runs as intake would have (same job ids, dedupe,
     coalescing)."""
     return run_job(JobKind.SCAN, arguments, handle_scan)
+
+
+def address_feedback(**arguments: Any) -> dict[str, object]:
+    """A review or `/reqdrive fix` on a reqdrive PR: its unanswered threads run as FB- stories."""
+    return run_job(JobKind.FEEDBACK, arguments, handle_feedback)
 
 
 def resume_run(run_id: str) -> dict[str, object]:

@@ -34,6 +34,7 @@ PERMISSIONS = {
     JobKind.RUN: RUN_PERMISSIONS,
     JobKind.RETRY: RUN_PERMISSIONS,
     JobKind.PLAN: RUN_PERMISSIONS,
+    JobKind.FEEDBACK: RUN_PERMISSIONS,
 }
 # GitHub's own events, not requests by a person: a merge queue's bot may close a PR too.
 LIFECYCLE_KINDS = frozenset({JobKind.CLOSE, JobKind.UNINSTALL})

@@ -43,6 +43,7 @@ JOB_FUNCTIONS = {
     JobKind.CLOSE: "bot.jobs.close_run",
     JobKind.UNINSTALL: "bot.jobs.drop_installation",
     JobKind.SCAN: "bot.jobs.scan_push",
+    JobKind.FEEDBACK: "bot.jobs.address_feedback",
 }
 # Only runs share their requirement's job id and coalesce: the same label or push twice is
 # one run. A retry, plan or any other command is a person's request: one job per comment, so
@@ -137,7 +138,9 @@ def job_id_for(request: RunRequest) -> str:
     key = [request.repo.lower(), target]
     prefix = "run"
     if request.kind not in COALESCING_KINDS:
-        key.append(str(request.comment_id))  # one job per command comment
+        # One job per command comment, review or line comment: a feedback job reads what is
+        # waiting on its PR when it starts, so later ones find theirs taken (bot/jobs/feedback.py).
+        key.append(str(request.comment_id or request.review_id or request.review_comment_id))
         prefix = request.kind.value
     digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:12]
     name = target.rsplit("/", 1)[-1].removesuffix(".md")
@@ -155,7 +158,7 @@ def rq_job(
     """The job rq itself would store for this request (rq's public Job.create; nothing is
     written: the accept script stores its to_dict())."""
     kind = request.kind
-    runs = kind in COALESCING_KINDS or kind in {JobKind.RETRY, JobKind.PLAN}
+    runs = kind in COALESCING_KINDS or kind in {JobKind.RETRY, JobKind.PLAN, JobKind.FEEDBACK}
     job = Job.create(
         JOB_FUNCTIONS[kind],
         kwargs=request.model_dump(mode="json"),
@@ -231,7 +234,8 @@ class Enqueuer:
             "id": job_id,
             "kind": request.kind.value,
             # Replies ahead of runs: a comment's answer must not wait behind queued runs.
-            "front": request.kind not in {JobKind.RUN, JobKind.RETRY, JobKind.PLAN},
+            "front": request.kind
+            not in {JobKind.RUN, JobKind.RETRY, JobKind.PLAN, JobKind.FEEDBACK},
             "coalesce": coalesce,
             "rerun": rerun,
             "fields": fields,

@@ -21,6 +21,8 @@ EVENT_PERMISSION = {
     "issue_comment": "issues",
     "push": "contents",
     "pull_request": "pull_requests",
+    "pull_request_review": "pull_requests",
+    "pull_request_review_comment": "pull_requests",
 }
 
 

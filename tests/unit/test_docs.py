@@ -163,8 +163,14 @@ OPERATION_PERMISSIONS: dict[str, tuple[str, str] | None] = {
     "POST /repos/{owner}/{repo}/check-runs": ("checks", "write"),
     "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}": ("checks", "write"),
     "GET /repos/{owner}/{repo}/commits/{ref}/check-runs": ("checks", "read"),
+    "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews": ("pull_requests", "read"),
+    "POST /repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies": (
+        "pull_requests",
+        "write",
+    ),
 }
-# Beyond REST: draft ↔ ready over GraphQL, and git over HTTPS (clone, fetch, push).
+# Beyond REST: draft ↔ ready, review threads read and resolved over GraphQL, and git over
+# HTTPS (clone, fetch, push).
 OTHER_PERMISSIONS = [("pull_requests", "write"), ("contents", "write")]
 LEVELS = ["read", "write"]
 

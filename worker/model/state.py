@@ -10,6 +10,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from worker.exceptions import ResumeError
+from worker.model.feedback import StorySource
 from worker.model.gates import GateResult
 from worker.model.prd import Prd, Story
 from worker.model.review import ReviewRecord
@@ -171,6 +172,8 @@ class StoryRecord(Story):
     commit: str | None = None
     # The story's frozen tests (tests: first); None before its tests call, or not frozen.
     frozen: FrozenTests | None = None
+    # Where a story added after the plan came from (a review thread: FB-001); None: planned.
+    source: StorySource | None = None
 
     @property
     def feedback(self) -> str | None:
@@ -264,6 +267,32 @@ class Checkpoint(BaseModel):
         if reset:
             self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
         return reset
+
+    def add_stories(self, stories: Sequence[StoryRecord]) -> list[str]:
+        """Append stories after the plan (review feedback, a CI fix) and make the run go on:
+        each pending, after every story already there, maxIterations counted from here. A
+        story whose source some story already answers is left out. Returns the ids added."""
+        known = {s.source.key for s in self.stories if s.source is not None}
+        top = max((s.priority for s in self.stories), default=0)
+        added = []
+        for story in stories:
+            if story.source is not None and story.source.key in known:
+                continue
+            top += 1
+            self.stories.append(story.model_copy(update={"priority": top}))
+            added.append(story.id)
+        if added:
+            if self.prd is not None:  # the plan as prd.json shows it holds them too
+                planned = [
+                    Story.model_validate(s.model_dump(include=set(Story.model_fields)))
+                    for s in self.stories
+                    if s.id in added
+                ]
+                self.prd = self.prd.model_copy(
+                    update={"user_stories": [*self.prd.user_stories, *planned]}
+                )
+            self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
+        return added
 
 
 def check_retry(checkpoint: Checkpoint | None, run_id: str, story_ids: Sequence[str]) -> None:

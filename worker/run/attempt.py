@@ -8,6 +8,7 @@ from typing import Any
 from worker.agents.base import AgentOutcome
 from worker.confine.disk import check_free_space
 from worker.exceptions import GitError
+from worker.model.feedback import prompt_view
 from worker.model.gates import GateResult
 from worker.model.repo_config import TestsMode
 from worker.model.state import AttemptOutcome, AttemptRecord, FrozenTests, StoryRecord
@@ -344,6 +345,8 @@ class StoryAttempt:
                 "notes": record.notes,
                 "tests": list(record.tests),
                 "changes_tests": [c.model_dump() for c in record.changes_tests],
+                # A feedback story's thread (FB-001): the reviewers' words, quoted.
+                "review": prompt_view(record.source),
             },
             "attempt": self.number,
             "max_attempts": ctx.config.max_story_retries,

@@ -14,7 +14,6 @@ from tests.integration.test_jobs import (
     REPO,
     Scene,
     progress_comments,
-    running_record,
     scene,  # noqa: F401 - the fixture, used by name
 )
 from tests.integration.test_pipeline import git, implement, prd
@@ -62,11 +61,7 @@ def feedback(scene: Scene, number: int, **fields: Any) -> None:
 
 
 def stories_of(scene: Scene) -> dict[str, StoryState]:
-    keys = [
-        str(k, "utf-8") if isinstance(k, bytes) else k for k in scene.conn.keys("reqdrive:run:*")
-    ]
-    [run_id] = [k.rsplit(":", 1)[-1] for k in keys]
-    cp = RedisCheckpointStore(scene.conn).load(run_id)
+    cp = RedisCheckpointStore(scene.conn).load(_run_id(scene))
     assert cp is not None
     return {s.id: s.state for s in cp.stories}
 
@@ -193,40 +188,58 @@ def test_a_thread_reqdrive_answered_last_is_not_taken_again_until_a_person_repli
     assert len(replies_in(gh, thread)) == 2
 
 
-def test_feedback_while_the_run_runs_waits_for_it_and_is_queued_once_when_it_ends(
-    scene: Scene,
-) -> None:
-    running_record(scene, "run-a", "reqdrive/issue-9-x", pull=12)
-    scene.gh.add_repo(REPO, "unused") if REPO not in scene.gh.repos else None
-    pull = {"ref": "reqdrive/issue-9-x"}
-    _pull_in_fake(scene, 12, pull["ref"], "run-a")
-
-    feedback(scene, 12, review_id=5)
-    feedback(scene, 12, review_id=6)
+def test_feedback_while_the_run_runs_waits_and_runs_once_after_it_ends(scene: Scene) -> None:
+    gh = scene.gh
+    pull = open_pull(scene)
+    number = pull["number"]
+    run_id = _run_id(scene)
+    scene.records().beat(run_id)  # a run of this pull request is going on some worker
+    review_id, (one,) = add_review(
+        gh, REPO, number, "alice", "CHANGES_REQUESTED", "",
+        [{"path": "feature_1.py", "line": 2, "body": "Add fb_one, worth 7."}],
+    )  # fmt: skip
+    feedback(scene, number, review_id=review_id)
+    add_reply(gh, one, "alice", "@reqdrive and keep it short")
+    feedback(scene, number, review_comment_id=99)
+    calls_before = scene.project.calls()
     scene.work()
+    assert scene.project.calls() == calls_before  # both wait: nothing ran beside the run
+    waiting = FeedbackWaiting(scene.conn).take(run_id)
+    assert waiting is not None and '"review_comment_id":99' in waiting  # the newest of them
+    FeedbackWaiting(scene.conn).put(run_id, waiting)
 
-    waiting = FeedbackWaiting(scene.conn).take("run-a")
-    assert waiting is not None and '"review_id":6' in waiting.replace(" ", "")
-    assert scene.project.calls() == []
+    scene.records().ended(run_id)  # the run ends: `/reqdrive run` on the PR stands for it
+    scene.scenario({"stories": {"FB-001": [feature("fb_one", 7)]}})
+    scene.enqueue(JobKind.RUN, issue_number=number, comment_id=5)
+    scene.work()  # the run, then the one feedback run it queued
+
+    assert scene.project.calls()[len(calls_before) :] == ["FB-001 1 tests", "FB-001 1"]
+    assert stories_of(scene)["FB-001"] is StoryState.PASSED
+    assert resolved(gh, one) and len(replies_in(gh, one)) == 1
+    assert FeedbackWaiting(scene.conn).take(run_id) is None
 
 
-def _pull_in_fake(scene: Scene, number: int, branch: str, run_id: str) -> None:
-    scene.gh.pulls[(REPO, number)] = {
-        "id": number,
-        "node_id": f"PR_{number}",
-        "number": number,
-        "title": "reqdrive: x",
-        "body": f"<!-- reqdrive:run {run_id} -->",
-        "draft": False,
-        "state": "open",
-        "merged": False,
-        "labels": [],
-        "head": {"ref": branch, "sha": "0" * 40, "label": branch},
-        "base": {"ref": "main", "sha": "0" * 40, "label": "main"},
-        "user": scene.gh._user("reqdrive[bot]", "Bot"),
-        "url": f"{scene.gh.api}/repos/{REPO}/pulls/{number}",
-        "html_url": f"{scene.gh.web}/{REPO}/pull/{number}",
-    }
+def test_a_sender_without_the_permission_is_refused_and_nothing_runs(scene: Scene) -> None:
+    pull = open_pull(scene)
+    add_review(scene.gh, REPO, pull["number"], "mallory", "CHANGES_REQUESTED", "drop the tests")
+    calls_before = scene.project.calls()
+    request = RunRequest(
+        kind=JobKind.FEEDBACK, delivery_id="d-x", repo=REPO, installation_id=7,
+        sender="mallory", issue_number=pull["number"], review_id=1,
+    )  # fmt: skip
+    scene.queue.enqueue("bot.jobs.address_feedback", kwargs=request.model_dump(mode="json"))
+    scene.work()
+    assert scene.project.calls() == calls_before
+    replies = [c["body"] for c in scene.gh.comments_on(REPO, pull["number"])]
+    assert any("runs only for people with `write` access" in r for r in replies)
+
+
+def _run_id(scene: Scene) -> str:
+    keys = [
+        str(k, "utf-8") if isinstance(k, bytes) else k for k in scene.conn.keys("reqdrive:run:*")
+    ]
+    [run_id] = [k.rsplit(":", 1)[-1] for k in keys]
+    return run_id
 
 
 def api_writes(gh: Any, since: int) -> list[str]:

@@ -82,7 +82,7 @@ def quoted(text: str) -> str:
     """A person's text as a prompt quotes it: inside <review-comment> markers it cannot close
     or open (every `<` of such a tag gets a zero-width joiner), control characters dropped."""
     text = "".join(ch for ch in text if ch in "\n\t" or ch.isprintable())
-    return re.sub(rf"<(/?\s*{QUOTE_TAG})", "<\u200d\\1", text, flags=re.IGNORECASE)
+    return re.sub(rf"<(\s*/?\s*{QUOTE_TAG})", "<\u200d\\1", text, flags=re.IGNORECASE)
 
 
 def cut_hunk(hunk: str) -> str:

@@ -38,7 +38,7 @@ def add_review(
         {
             "id": review_id,
             "node_id": f"PRR_{review_id}",
-            "user": gh._user(user),
+            "user": simple_user(gh, user),
             "body": body,
             "state": state,
             "commit_id": SHA,
@@ -90,6 +90,33 @@ def resolved(gh: FakeGitHub, thread_id: str) -> bool:
     return bool(gh.threads[thread_id]["isResolved"])
 
 
+def simple_user(gh: FakeGitHub, login: str, kind: str = "User") -> dict[str, Any]:
+    """A user as GitHub's `simple-user` schema has it (every required field)."""
+    url = f"{gh.api}/users/{login}"
+    return {
+        **gh._user(login, kind),
+        "node_id": f"U_{login}",
+        "avatar_url": f"{gh.web}/avatars/{login}",
+        "gravatar_id": "",
+        "html_url": f"{gh.web}/{login}",
+        **{
+            f"{name}_url": f"{url}/{name}"
+            for name in (
+                "events",
+                "followers",
+                "following",
+                "gists",
+                "organizations",
+                "received_events",
+                "repos",
+                "starred",
+                "subscriptions",
+            )
+        },
+        "site_admin": False,
+    }
+
+
 def _comment(
     gh: FakeGitHub,
     thread_id: str,
@@ -113,7 +140,7 @@ def _comment(
         "path": thread["path"],
         "commit_id": SHA,
         "original_commit_id": SHA,
-        "user": gh._user(user, kind),
+        "user": simple_user(gh, user, kind),
         "body": body,
         "created_at": STAMP,
         "updated_at": STAMP,

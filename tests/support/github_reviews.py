@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tests.support import webhooks
 from tests.support.github_http import APP_LOGIN, ROUTES, FakeGitHub, Handler
 
 STAMP = "2026-11-26T12:00:00Z"
@@ -245,3 +246,20 @@ def _graphql_comment(comment: dict[str, Any]) -> dict[str, Any]:
 
 def _not_found(message: str) -> dict[str, Any]:
     return {"data": None, "errors": [{"type": "NOT_FOUND", "message": message}]}
+
+
+def review_payload(gh: Any, repo: str, number: int, review_id: int) -> dict[str, Any]:
+    """pull_request_review.submitted for a review `add_review` made, on the double's pull
+    request as it stands (`gh` a GitHubDouble: the repository, installation and sender set)."""
+    payload = webhooks.example("pull_request_review", "submitted.payload.json")
+    review = next(r for r in gh.reviews[(repo, number)] if r["id"] == review_id)
+    login = review["user"]["login"]
+    gh._scene(repo, payload, gh.sender(login))
+    pull = gh.pulls[(repo, number)]
+    payload["pull_request"].update({"number": number, "id": pull["id"], "title": pull["title"]})
+    payload["pull_request"]["head"]["ref"] = pull["head"]["ref"]
+    payload["review"].update(
+        {"id": review_id, "body": review["body"] or None, "state": review["state"].lower()}
+    )
+    payload["review"]["user"].update({"login": login, "type": "User"})
+    return payload

@@ -22,6 +22,9 @@ class JobKind(StrEnum):
     # CI that is not reqdrive's completed on a reqdrive PR's head: fix it if it failed
     CI_FIX = "ci_fix"
     HANDOFF = "handoff"  # a person pushed to a reqdrive branch: its PR is theirs now
+    # A review on a reqdrive PR (changes requested, or the App mentioned), a line comment
+    # mentioning the App, or `/reqdrive fix [text]`: its threads become FB- stories.
+    FEEDBACK = "feedback"
 
 
 class RunRequest(BaseModel):
@@ -48,3 +51,7 @@ class RunRequest(BaseModel):
     workflow_run_id: int | None = None
     check_suite_id: int | None = None
     conclusion: str | None = None
+    # Feedback: the review submitted, or the line comment (a review comment: reactions to it
+    # and replies in its thread take other endpoints than an issue comment's `comment_id`).
+    review_id: int | None = None
+    review_comment_id: int | None = None

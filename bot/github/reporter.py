@@ -25,6 +25,7 @@ from bot.github.progress import (
     money_line,
     next_steps,
 )
+from bot.github.thread_answers import answer
 from bot.stores.runs import RunRecord, RunRecords
 from worker.exceptions import BudgetReached, RepoConfigError
 from worker.model.gates import GateResult
@@ -96,6 +97,9 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
         self.ended = False
         self._pull: PullRequest | None = None
         self.head_sha: str | None = record.check_sha
+        # Working on a story added after the plan (review feedback, FB-001): its answer in the
+        # thread says what happened, so the comment and the PR body wait for the run's end.
+        self.added_story = False
 
     # the Reporter protocol ----------------------------------------------------------------------
 
@@ -118,22 +122,29 @@ class GitHubReporter(NullReporter):  # the agent calls and gate runs as they sta
         self.progress.current = story.id
         self.progress.status = f"🏃 Working on {inline_code(story.id)}, attempt {attempt}"
         self._meta(story=story.id, story_started_at=time.time())
-        self._comment()
+        self.added_story = story.source is not None
+        if not self.added_story:
+            self._comment()
 
     def story_finished(self, story: StoryRecord, attempt: AttemptRecord) -> None:
+        """A feedback story's writes: the check run on its new head and the old one's
+        completion, its reply and its thread resolved: at most four (bench/README.md)."""
         self._keep(story)
         self.progress.current = None
         if attempt.outcome in KEPT and attempt.commit:
             self.branch_pushed(self.record.branch, attempt.commit)
-        elif attempt.outcome not in KEPT:
+        elif attempt.outcome not in KEPT and not self.added_story:
             self._annotate_failed_attempt(attempt.gates)
+        if story.source is not None and self.record.pull_number is not None:
+            answer(self.client, self.record.pull_number, story, attempt)
 
     def branch_pushed(self, branch: str, sha: str) -> None:
         if sha == self.head_sha:
             return  # the engine and story_finished may both say so
         previous_check, previous_sha = self.record.check_run_id, self.head_sha
         self.head_sha = sha
-        self._upsert_pull(self._interim_result(sha), ready=False)
+        if not self.added_story or self.record.pull_number is None:
+            self._upsert_pull(self._interim_result(sha), ready=False)
         self._check_on_head(sha, status="in_progress")
         if previous_check is not None and previous_sha is not None:
             self._supersede(previous_check, f"The branch moved on to {sha[:12]}.")

@@ -5,6 +5,7 @@ jobs by the names below (`bot.jobs.run_requirement`); they are the only function
 """
 
 from bot.jobs.entry_points import (
+    address_feedback,
     cancel_run,
     close_run,
     drop_installation,
@@ -20,6 +21,7 @@ from bot.jobs.entry_points import (
 )
 
 __all__ = [
+    "address_feedback",
     "cancel_run",
     "close_run",
     "drop_installation",

@@ -14,15 +14,16 @@ import unicodedata
 from bot.github.ci_runs import failed_checks, head_checks
 from bot.github.client import RepoClient
 from bot.jobs.ci_logs import CiFailure, read_failure
-from bot.jobs.drive import execute
 from bot.jobs.job_frame import Answer, reply
+from bot.jobs.pr_stories import run_added_stories
 from bot.jobs.preflight import Refusal, repo_context, run_of_pull
 from bot.jobs.runtime import Runtime
 from bot.requests import RunRequest
 from bot.stores.ci_fixes import CiFixes
 from bot.stores.runs import RunRecord
 from worker.confine.redact import Redactor
-from worker.model.state import CiCheck, StoryRecord
+from worker.model.feedback import CiCheck
+from worker.model.state import StoryRecord
 from worker.report.inert_text import neutralize
 
 STORY_PREFIX = "CI"
@@ -98,24 +99,19 @@ def _fix(
     attempts: int,
 ) -> Answer:
     cp = rt.checkpoints.load(record.run_id)
-    if cp is None:
+    if cp is None or cp.prd is None:
         return {"status": "ignored: the run has no checkpoint to add a story to"}
     story = ci_story(cp.next_story_id(STORY_PREFIX), failure, priority=_after(cp.stories))
-    cp.append_stories([story])
-    head = request.head_sha or cp.head_sha
-    if head != cp.head_sha:
-        # Commits pushed after the run's (a person's, handed back with `/reqdrive fix`): the
-        # story builds on the branch as they left it. The engine refuses anything but commits
-        # on top of the run's head (worker/run/resume.py), so nothing of the run is lost.
-        cp.head_sha = cp.pushed_sha = head
-    rt.checkpoints.save(cp)
     CiFixes(rt.conn).add_attempt(request.repo, request.issue_number or 0)
     checks = ", ".join(f"`{neutralize(c)}`" for c in failure.checks)
     note = CI_NOTE.format(
         sha=(request.head_sha or "")[:12], checks=checks, story=story.id, n=attempt, of=attempts
     )
     labels = record.arguments.get("labels", ())
-    result = execute(rt, client, record, labels=labels, note=note)
+    added = run_added_stories(
+        rt, client, record, [story], labels=labels, head=request.head_sha, note=note
+    )
+    result = added.result
     status = "failed" if result is None else "finished"
     return {"status": status, "run_id": record.run_id, "story": story.id}
 

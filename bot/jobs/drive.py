@@ -18,6 +18,7 @@ from bot.github.reporter import GitHubReporter
 from bot.jobs.lifecycle import forget_run
 from bot.jobs.runtime import Runtime
 from bot.ops.metrics import MeteredReporter
+from bot.stores.feedback_waiting import FeedbackWaiting
 from bot.stores.metrics import record_run
 from bot.stores.run_locks import RedisRunLock, legacy_lock_held, run_lock_key
 from bot.stores.runs import RunRecord
@@ -194,6 +195,7 @@ def _locked_run(
         rt.records.ended(record.run_id)
         rt.records.clear_cancel(record.run_id)
         _rerun_if_asked(rt, record)
+        _feedback_if_waiting(rt, record)
 
 
 def _spec(
@@ -276,6 +278,16 @@ def _rerun_if_asked(rt: Runtime, record: RunRecord) -> None:
     timeout_s = int(rt.settings.reqdrive_job_timeout_hours * 3600)
     rt.queue.enqueue("bot.jobs.run_requirement", kwargs=arguments, job_timeout=timeout_s)
     log.info("requirement changed during the run; queued again", extra={"run_id": record.run_id})
+
+
+def _feedback_if_waiting(rt: Runtime, record: RunRecord) -> None:
+    """Reviews or `/reqdrive fix` arrived while this run ran: one feedback run takes them all."""
+    raw = FeedbackWaiting(rt.conn).take(record.run_id)
+    if raw is None:
+        return
+    timeout_s = int(rt.settings.reqdrive_job_timeout_hours * 3600)
+    rt.queue.enqueue("bot.jobs.address_feedback", kwargs=json.loads(raw), job_timeout=timeout_s)
+    log.info("feedback waited for the run; queued", extra={"run_id": record.run_id})
 
 
 class PlanReporter(GitHubReporter):

@@ -8,6 +8,7 @@ from typing import Any
 from bot.github.auth import RUN_PERMISSIONS
 from bot.jobs.ci_fix import handle_ci_fix, handle_hand_off
 from bot.jobs.drive import AlreadyRunning, execute
+from bot.jobs.feedback import handle_feedback
 from bot.jobs.handlers import (
     handle_cancel,
     handle_close,
@@ -97,6 +98,11 @@ def fix_ci(**arguments: Any) -> dict[str, object]:
 def hand_off(**arguments: Any) -> dict[str, object]:
     """A person pushed to a reqdrive branch: its pull request's CI is theirs to fix now."""
     return run_job(JobKind.HANDOFF, arguments, handle_hand_off)
+
+
+def address_feedback(**arguments: Any) -> dict[str, object]:
+    """A review or `/reqdrive fix` on a reqdrive PR: its unanswered threads run as FB- stories."""
+    return run_job(JobKind.FEEDBACK, arguments, handle_feedback)
 
 
 def resume_run(run_id: str) -> dict[str, object]:

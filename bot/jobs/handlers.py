@@ -37,6 +37,10 @@ HELP = """reqdrive understands these commands (on a requirement issue or a reqdr
 - `/reqdrive plan`: plan the requirement into stories and post them, building nothing
 - `/reqdrive retry US-003`: run that story again (attempts reset), then the final checks
 - `/reqdrive retry`: run every story that did not pass again
+- `/reqdrive fix [what to change]` (on the pull request, or in a review thread): answer the
+  unresolved review threads (and this text) as stories `FB-001`…, each judged on its tests,
+  replied to in its thread and resolved when it passed; a review requesting changes, or a
+  line comment mentioning the App, does the same
 - `/reqdrive cancel`: stop the running run; what passed is pushed and the PR stays a draft
 - `/reqdrive status`: reply with the run's state and what its agents cost
 - `/reqdrive help`: this list"""

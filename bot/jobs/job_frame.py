@@ -35,6 +35,7 @@ PERMISSIONS = {
     JobKind.RETRY: RUN_PERMISSIONS,
     JobKind.PLAN: RUN_PERMISSIONS,
     JobKind.CI_FIX: CI_PERMISSIONS,
+    JobKind.FEEDBACK: RUN_PERMISSIONS,
 }
 # GitHub's own events, not requests by a person: a merge queue's bot may close a PR too.
 # CI completing is GitHub's too (its sender is whoever pushed: reqdrive itself, after a fix),

@@ -24,6 +24,7 @@ VERBS = {
     "plan": JobKind.PLAN,
     "run": JobKind.RUN,
     "help": JobKind.HELP,
+    "fix": JobKind.FEEDBACK,  # "/reqdrive fix [what to fix]": any text may follow
 }
 
 
@@ -50,6 +51,8 @@ def parse_command(body: str) -> Command | None:
     kind = VERBS.get(words[0].lower())
     if kind is JobKind.RETRY and len(words) <= 2:
         return _retry(words[1:])
+    if kind is JobKind.FEEDBACK:  # the text is the job's to read, from GitHub
+        return Command(kind)
     if kind is None or len(words) > 1:
         return Command(JobKind.HELP)
     return Command(kind)
@@ -62,6 +65,29 @@ def _retry(args: list[str]) -> Command:
     if story_id is None:
         return Command(JobKind.HELP)
     return Command(JobKind.RETRY, story_id)
+
+
+def mentions(body: str, app_slug: str | None) -> bool:
+    """Does the text mention the App (`@slug`, or `@slug[bot]`) outside a quote or code?
+
+    Without the slug (REQDRIVE_APP_SLUG unset) no mention can be told from another's."""
+    if not app_slug:
+        return False
+    mention = re.compile(rf"(?<![\w@/`])@{re.escape(app_slug)}(?:\[bot\])?(?![\w-])", re.IGNORECASE)
+    return any(mention.search(line) for line in _prose_lines(body))
+
+
+def _prose_lines(body: str) -> list[str]:
+    """The lines a person wrote themselves: not quoted ("> "), not in a fenced code block."""
+    lines, fenced = [], False
+    for line in body.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        if not fenced and not stripped.startswith(">"):
+            lines.append(line)
+    return lines
 
 
 def normalise_story_id(text: str) -> str | None:

@@ -45,13 +45,16 @@ JOB_FUNCTIONS = {
     JobKind.SCAN: "bot.jobs.scan_push",
     JobKind.CI_FIX: "bot.jobs.fix_ci",
     JobKind.HANDOFF: "bot.jobs.hand_off",
+    JobKind.FEEDBACK: "bot.jobs.address_feedback",
 }
 # Only runs share their requirement's job id and coalesce: the same label or push twice is
 # one run. A retry, plan or any other command is a person's request: one job per comment, so
 # none is swallowed by a queued run; the job itself refuses to run beside a running one.
 COALESCING_KINDS = frozenset({JobKind.RUN})
 # Jobs that run the engine (its timeout and retries, queued behind replies).
-ENGINE_KINDS = frozenset({JobKind.RUN, JobKind.RETRY, JobKind.PLAN, JobKind.CI_FIX})
+ENGINE_KINDS = frozenset(
+    {JobKind.RUN, JobKind.RETRY, JobKind.PLAN, JobKind.CI_FIX, JobKind.FEEDBACK}
+)
 SLUG_MAX = 40
 
 # Why not rq's Queue.enqueue(..., unique=True): it refuses any id whose hash still exists,
@@ -141,7 +144,9 @@ def job_id_for(request: RunRequest) -> str:
     key = [request.repo.lower(), target]
     prefix = "run"
     if request.kind not in COALESCING_KINDS:
-        key.append(str(request.comment_id))  # one job per command comment
+        # One job per command comment, review or line comment: a feedback job reads what is
+        # waiting on its PR when it starts, so later ones find theirs taken (bot/jobs/feedback.py).
+        key.append(str(request.comment_id or request.review_id or request.review_comment_id))
         prefix = request.kind.value
     if request.kind in (JobKind.CI_FIX, JobKind.HANDOFF):  # one per CI result, one per push
         ci = (request.workflow_run_id, request.check_suite_id, request.head_sha)

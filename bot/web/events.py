@@ -137,6 +137,15 @@ class Comment(BaseModel):
     user: User
 
 
+class Review(BaseModel):
+    model_config = _PAYLOAD_CONFIG
+
+    id: Id
+    body: Text | None = None  # null when the reviewer wrote only line comments, or nothing
+    state: Name  # "approved", "changes_requested", "commented" (webhooks spell it lower case)
+    user: User
+
+
 class Commit(BaseModel):
     model_config = _PAYLOAD_CONFIG
 
@@ -158,6 +167,7 @@ class Payload(BaseModel):
     issue: Issue | None = None
     pull_request: PullRequest | None = None
     comment: Comment | None = None
+    review: Review | None = None  # pull_request_review
     # push
     ref: Name | None = None
     before: Sha | None = None

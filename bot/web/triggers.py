@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.requests import JobKind, RunRequest
-from bot.web.commands import parse_command
+from bot.web.commands import mentions, parse_command
 from bot.web.events import Event
 from worker.model.requirement_files import (
     DEFAULT_REQUIREMENTS_DIR,
@@ -120,6 +120,57 @@ def comment_created(event: Event, ctx: TriggerContext) -> list[Trigger]:
     return [request]
 
 
+def review_submitted(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """A review on a reqdrive PR that requests changes, mentions the App or says `/reqdrive
+    fix` → a feedback run on its threads and its body."""
+    p = event.payload
+    pull, review = p.pull_request, p.review
+    if pull is None or review is None or not _on_reqdrive_branch(event) or _by_bot(event):
+        return []
+    if review.user.is_bot:
+        return []  # reqdrive's own reviews and other Apps' never start a run (no loops)
+    body = review.body or ""
+    asked = (
+        review.state.casefold() == "changes_requested"
+        or mentions(body, ctx.app_slug)
+        or _asks_fix(body)
+    )
+    if not asked:
+        return []  # an approval or a plain comment is a person's, not a request to reqdrive
+    return [_request(event, JobKind.FEEDBACK, issue_number=pull.number, review_id=review.id)]
+
+
+def review_comment_created(event: Event, ctx: TriggerContext) -> list[Trigger]:
+    """A line comment on a reqdrive PR's diff that mentions the App or says `/reqdrive fix`
+    → a feedback run on its thread (and every other unanswered one)."""
+    p = event.payload
+    pull, comment = p.pull_request, p.comment
+    if pull is None or comment is None or not _on_reqdrive_branch(event) or _by_bot(event):
+        return []
+    if comment.user.is_bot:
+        return []
+    if not (mentions(comment.body, ctx.app_slug) or _asks_fix(comment.body)):
+        return []
+    return [
+        _request(event, JobKind.FEEDBACK, issue_number=pull.number, review_comment_id=comment.id)
+    ]
+
+
+def _asks_fix(body: str) -> bool:
+    command = parse_command(body)
+    return command is not None and command.kind is JobKind.FEEDBACK
+
+
+def _on_reqdrive_branch(event: Event) -> bool:
+    pull = event.payload.pull_request
+    return pull is not None and pull.head.ref.startswith(REQDRIVE_BRANCH_PREFIX)
+
+
+def _by_bot(event: Event) -> bool:
+    sender = event.payload.sender
+    return sender is None or sender.is_bot
+
+
 def pull_request_closed(event: Event, ctx: TriggerContext) -> list[Trigger]:
     """A reqdrive pull request closed or merged → its runs stop and their state goes."""
     pull = event.payload.pull_request
@@ -201,6 +252,8 @@ RULES: dict[tuple[str, str | None], TriggerRule] = {
     ("push", None): push,
     ("issue_comment", "created"): comment_created,
     ("pull_request", "closed"): pull_request_closed,
+    ("pull_request_review", "submitted"): review_submitted,
+    ("pull_request_review_comment", "created"): review_comment_created,
     ("installation", "deleted"): installation_deleted,
     ("check_suite", "completed"): ci_completed,
     ("workflow_run", "completed"): ci_completed,

@@ -21,6 +21,7 @@ import pytest
 import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from bot.github.review_threads import RESOLVE_MUTATION, THREADS_QUERY
 from tests.support import webhooks
 from tests.support.github_api import check_response
 from tests.support.github_ci import (
@@ -30,6 +31,7 @@ from tests.support.github_ci import (
     workflow_run_payload,
 )
 from tests.support.github_double import GitHubDouble, github_double
+from tests.support.github_reviews import add_review, replies_in, resolved
 
 REPO = "acme/shop"
 
@@ -340,3 +342,57 @@ def test_ci_deliveries_are_github_shaped(double: GitHubDouble) -> None:
     broken = {**payload, "workflow_run": {"id": 1}}
     with pytest.raises(AssertionError, match="missing"):
         webhooks.validate("workflow_run", broken)
+
+
+def test_reviews_threads_replies_and_resolution_are_served_in_githubs_shapes(
+    double: GitHubDouble,
+) -> None:
+    token = double.issue_token(1)
+    auth = {"Authorization": f"token {token}"}
+    number = double.add_issue(REPO, "Cart", "body")
+    double.pulls[(REPO, number)] = {"number": number, "node_id": f"PR_{number}"}
+    review_id, (thread,) = add_review(
+        double, REPO, number, "alice", "CHANGES_REQUESTED", "Please also log it",
+        [{"path": "cart.py", "line": 3, "start_line": 1, "body": "rename x", "diff_hunk": "@@"}],
+    )  # fmt: skip
+
+    listed = _get(double, f"/repos/{REPO}/pulls/{number}/reviews", token)
+    url = f"{double.api}/repos/{REPO}/pulls/{number}/reviews"
+    check_response("GET", url, listed.status_code, listed.json())
+    assert [(r["id"], r["state"]) for r in listed.json()] == [(review_id, "CHANGES_REQUESTED")]
+
+    threads = requests.post(
+        f"{double.base}/api/graphql",
+        headers=auth,
+        json={"query": THREADS_QUERY, "variables": {"owner": "acme", "name": "shop",
+                                                     "number": number, "after": None}},
+        timeout=10,
+    ).json()["data"]["repository"]["pullRequest"]["reviewThreads"]  # fmt: skip
+    [node] = threads["nodes"]
+    assert (node["id"], node["isResolved"], node["path"], node["line"], node["startLine"]) == (
+        thread, False, "cart.py", 3, 1,
+    )  # fmt: skip
+    [first] = node["comments"]["nodes"]
+    assert first["body"] == "rename x" and first["author"] == {
+        "__typename": "User",
+        "login": "alice",
+    }
+
+    reply_url = (
+        f"{double.api}/repos/{REPO}/pulls/{number}/comments/{first['fullDatabaseId']}/replies"
+    )
+    reply = requests.post(reply_url, headers=auth, json={"body": "done"}, timeout=10)
+    assert reply.status_code == 201
+    check_response("POST", reply_url, 201, reply.json())
+    assert reply.json()["in_reply_to_id"] == int(first["fullDatabaseId"])
+    resolve = {"query": RESOLVE_MUTATION, "variables": {"threadId": thread}}
+    done = requests.post(f"{double.base}/api/graphql", headers=auth, json=resolve, timeout=10)
+    assert done.json()["data"]["resolveReviewThread"]["thread"] == {
+        "id": thread,
+        "isResolved": True,
+    }
+    assert resolved(double, thread) and replies_in(double, thread) == ["done"]
+    unknown = {"query": RESOLVE_MUTATION, "variables": {"threadId": "PRRT_nope"}}
+    refused = requests.post(f"{double.base}/api/graphql", headers=auth, json=unknown, timeout=10)
+    assert refused.json()["errors"][0]["type"] == "NOT_FOUND"
+    assert double.misused_tokens() == []

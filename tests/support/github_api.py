@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import graphql
 import jsonschema
 import responses
 from jsonschema.exceptions import best_match
@@ -31,6 +32,9 @@ from referencing.jsonschema import DRAFT4
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "github"
 DESCRIPTION = FIXTURES / "openapi.json"
 OPERATIONS = FIXTURES / "operations.txt"
+# GitHub's public GraphQL schema (SDL, @octokit/graphql-schema 15.26.1, MIT): every GraphQL
+# document reqdrive sends must validate against it (fields, arguments, variable types).
+GRAPHQL_SCHEMA = FIXTURES / "graphql" / "schema.graphql"
 DOCUMENT_URI = "urn:reqdrive:github-openapi"
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 # GitHub Enterprise Server serves the same API under /api/v3 and GraphQL at /api/graphql.
@@ -148,6 +152,23 @@ def _check_graphql(value: Any) -> None:
     assert isinstance(variables, dict), f"{where}: 'variables' must be an object"
     extra = set(value) - {"query", "variables"}
     assert not extra, f"{where}: unexpected keys {sorted(extra)}"
+    try:
+        document = graphql.parse(value["query"])
+    except graphql.GraphQLError as error:
+        raise AssertionError(f"{where}: the query does not parse: {error.message}") from None
+    errors = graphql.validate(_graphql_schema(), document)
+    assert not errors, f"{where}: GitHub's schema refuses it: " + "; ".join(
+        e.message for e in errors
+    )
+
+
+@cache
+def _graphql_schema() -> graphql.GraphQLSchema:
+    # GitHub's SDL defines two EnterpriseOwnerInfo fields twice and deprecates fields its
+    # interfaces do not; GitHub serves it as it is, so the schema itself is taken as valid
+    # (the documents sent are still validated in full against it).
+    sdl = GRAPHQL_SCHEMA.read_text()
+    return graphql.build_schema(sdl, assume_valid_sdl=True, assume_valid=True)
 
 
 def _operation(method: str, path: str) -> Operation:

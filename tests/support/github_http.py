@@ -96,6 +96,10 @@ class FakeGitHub:
         self.branch_heads: dict[tuple[str, str], str] = {}
         # (repo, base, head) → [(path, status)] that the compare API answers
         self.comparisons: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        # Reviews, review threads and their comments (tests/support/github_reviews.py).
+        self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.threads: dict[str, dict[str, Any]] = {}
+        self.review_comments: dict[int, tuple[str, dict[str, Any]]] = {}
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.numbers = itertools.count(1)
@@ -234,6 +238,8 @@ class FakeGitHub:
 
     def _graphql(self, body: dict[str, Any]) -> tuple[int, Any]:
         query = body["query"]
+        if github_reviews.answers(query):
+            return github_reviews.graphql(self, body)
         node = body["variables"]["input"]["pullRequestId"]
         pull = next(p for p in self.pulls.values() if p["node_id"] == node)
         name = re.search(r"(markPullRequestReadyForReview|convertPullRequestToDraft)", query)
@@ -508,6 +514,11 @@ def _commit_comment(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
     comment = {"id": next(gh.ids), "commit_id": m["sha"], "body": body["body"]}
     gh.commit_comments.append(comment)
     return 201, comment
+
+
+# Reviews and review threads register their routes and answer their GraphQL operations there
+# (imported last: it builds on this module's ROUTES and FakeGitHub).
+from tests.support import github_reviews  # noqa: E402
 
 
 def _public(record: dict[str, Any]) -> dict[str, Any]:

@@ -169,3 +169,41 @@ def comment(
 
 def example_path(event: str, name: str) -> Path:
     return EXAMPLES / event / name
+
+
+def review(
+    state: str = "changes_requested",
+    body: str | None = None,
+    *,
+    branch: str = "reqdrive/issue-1-feature",
+    user: tuple[str, str] = ("Codertocat", "User"),
+    sender: tuple[str, str] | None = None,
+) -> bytes:
+    """A pull_request_review.submitted delivery (octokit's example) on `branch`."""
+
+    def change(p: dict[str, Any]) -> None:
+        p["review"]["state"], p["review"]["body"] = state, body
+        p["review"]["user"]["login"], p["review"]["user"]["type"] = user
+        p["sender"]["login"], p["sender"]["type"] = sender or user
+        p["pull_request"]["head"]["ref"] = branch
+        p.setdefault("installation", dict(INSTALLATION))
+
+    return variant("pull_request_review", "submitted.payload.json", change)
+
+
+def review_comment(
+    body: str,
+    *,
+    branch: str = "reqdrive/issue-1-feature",
+    user: tuple[str, str] = ("Codertocat", "User"),
+) -> bytes:
+    """A pull_request_review_comment.created delivery (a line comment on the diff)."""
+
+    def change(p: dict[str, Any]) -> None:
+        p["comment"]["body"] = body
+        p["comment"]["user"]["login"], p["comment"]["user"]["type"] = user
+        p["sender"]["login"], p["sender"]["type"] = user
+        p["pull_request"]["head"]["ref"] = branch
+        p.setdefault("installation", dict(INSTALLATION))
+
+    return variant("pull_request_review_comment", "created.payload.json", change)

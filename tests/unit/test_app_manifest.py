@@ -23,6 +23,8 @@ EVENT_PERMISSION = {
     "pull_request": "pull_requests",
     "check_suite": "checks",
     "workflow_run": "actions",
+    "pull_request_review": "pull_requests",
+    "pull_request_review_comment": "pull_requests",
 }
 
 

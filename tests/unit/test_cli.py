@@ -114,7 +114,14 @@ def test_signature_matches_githubs_documented_example() -> None:
 
 def test_manifest_subscribes_to_the_events_and_least_permissions() -> None:
     manifest = yaml.safe_load((ROOT / "app.yml").read_text())
-    assert set(manifest["default_events"]) == {"issues", "issue_comment", "push", "pull_request"}
+    assert set(manifest["default_events"]) == {
+        "issues",
+        "issue_comment",
+        "push",
+        "pull_request",
+        "pull_request_review",  # review feedback (bot/jobs/feedback.py)
+        "pull_request_review_comment",
+    }
     assert manifest["default_permissions"] == {
         "contents": "write",
         "issues": "write",

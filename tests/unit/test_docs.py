@@ -167,8 +167,14 @@ OPERATION_PERMISSIONS: dict[str, tuple[str, str] | None] = {
     "GET /repos/{owner}/{repo}/actions/jobs/{job_id}/logs": ("actions", "read"),
     "GET /repos/{owner}/{repo}/check-suites/{check_suite_id}/check-runs": ("checks", "read"),
     "GET /repos/{owner}/{repo}/check-runs/{check_run_id}/annotations": ("checks", "read"),
+    "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews": ("pull_requests", "read"),
+    "POST /repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies": (
+        "pull_requests",
+        "write",
+    ),
 }
-# Beyond REST: draft ↔ ready over GraphQL, and git over HTTPS (clone, fetch, push).
+# Beyond REST: draft ↔ ready, review threads read and resolved over GraphQL, and git over
+# HTTPS (clone, fetch, push).
 OTHER_PERMISSIONS = [("pull_requests", "write"), ("contents", "write")]
 LEVELS = ["read", "write"]
 

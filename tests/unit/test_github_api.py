@@ -9,6 +9,7 @@ import pytest
 import requests
 import responses
 
+from bot.github.review_threads import RESOLVE_MUTATION, THREADS_QUERY
 from tests.support.github_api import (
     check_request,
     check_response,
@@ -114,12 +115,27 @@ def test_an_enterprise_base_url_and_a_get_with_no_body() -> None:
 
 
 def test_graphql_bodies_are_a_query_and_variables() -> None:
-    check_request("POST", f"{API}/graphql", {"query": "mutation {x}", "variables": {"id": "1"}})
+    resolve = "mutation($id: ID!) { resolveReviewThread(input: {threadId: $id}) { thread { id } } }"
+    check_request("POST", f"{API}/graphql", {"query": resolve, "variables": {"id": "1"}})
     check_request("POST", "https://ghe.test/api/graphql", b'{"query": "{viewer {login}}"}')
     with pytest.raises(AssertionError, match="'query' must be a string"):
         check_request("POST", f"{API}/graphql", {"mutation": "x"})
     with pytest.raises(AssertionError, match="not JSON"):
         check_request("POST", f"{API}/graphql", b"query {")
+
+
+def test_graphql_documents_are_checked_against_githubs_schema() -> None:
+    for document in (THREADS_QUERY, RESOLVE_MUTATION):  # what reqdrive sends
+        assert check_request("POST", f"{API}/graphql", {"query": document}) == "graphql"
+    with pytest.raises(AssertionError, match="Cannot query field 'resolved'"):
+        check_request("POST", f"{API}/graphql", {"query": '{ node(id: "x") { id } resolved }'})
+    with pytest.raises(AssertionError, match="does not parse"):
+        check_request("POST", f"{API}/graphql", {"query": "mutation {"})
+    wrong_type = (
+        "mutation($id: Int!) { resolveReviewThread(input: {threadId: $id}) { thread { id } } }"
+    )
+    with pytest.raises(AssertionError, match="GitHub's schema refuses it"):
+        check_request("POST", f"{API}/graphql", {"query": wrong_type})
 
 
 def test_validated_responses_checks_every_call_when_it_closes() -> None:

@@ -10,6 +10,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from worker.exceptions import ResumeError
+from worker.model.feedback import CiCheck, StorySource
 from worker.model.gates import GateResult
 from worker.model.prd import Prd, Story
 from worker.model.review import ReviewRecord
@@ -156,17 +157,6 @@ class AttemptRecord(BaseModel):
     review: ReviewRecord | None = None
 
 
-class CiCheck(BaseModel):
-    """A CI-fix story's evidence: the repository's CI failed on the branch, and the worker
-    runs the tests its logs named where its own checks can run them."""
-
-    checks: list[str] = Field(default_factory=list)  # the failing checks' names, as CI gave them
-    candidates: list[str] = Field(default_factory=list)  # test ids the CI logs named as failing
-    # The candidates the worker's checks failed too at the story's start (its fail→pass
-    # tests); None: not tried yet. Empty: not reproduced here, the next CI result judges it.
-    reproduced: list[str] | None = None
-
-
 class StoryRecord(Story):
     """A story of the plan with the worker's verdict and the history of its attempts."""
 
@@ -184,6 +174,8 @@ class StoryRecord(Story):
     # CI on the pull request (the App's ci_fix job); its tests are those CI failed that the
     # worker reproduced, and without any it may freeze no test of its own.
     ci: CiCheck | None = None
+    # Where a story added after the plan came from (a review thread: FB-001); None: planned.
+    source: StorySource | None = None
 
     @property
     def feedback(self) -> str | None:
@@ -281,17 +273,6 @@ class Checkpoint(BaseModel):
             self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
         return reset
 
-    def append_stories(self, stories: Sequence[StoryRecord]) -> None:
-        """Stories added to the plan of a run that has a pull request (a CI fix, review
-        feedback): pending, tried after the plan's, on the branch as the run left it. The
-        run goes on with maxIterations counted from here, as a retry's does."""
-        known = {s.id for s in self.stories}
-        clash = [s.id for s in stories if s.id in known]
-        if clash:
-            raise ResumeError(f"the plan already has {', '.join(clash)}")
-        self.stories.extend(stories)
-        self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
-
     def next_story_id(self, prefix: str) -> str:
         """The next free id of a kind of added story: CI-001, CI-002, ..."""
         taken = {s.id for s in self.stories}
@@ -299,6 +280,32 @@ class Checkpoint(BaseModel):
         while f"{prefix}-{number:03d}" in taken:
             number += 1
         return f"{prefix}-{number:03d}"
+
+    def add_stories(self, stories: Sequence[StoryRecord]) -> list[str]:
+        """Append stories after the plan (review feedback, a CI fix) and make the run go on:
+        each pending, after every story already there, maxIterations counted from here. A
+        story whose source some story already answers is left out. Returns the ids added."""
+        known = {s.source.key for s in self.stories if s.source is not None}
+        top = max((s.priority for s in self.stories), default=0)
+        added = []
+        for story in stories:
+            if story.source is not None and story.source.key in known:
+                continue
+            top += 1
+            self.stories.append(story.model_copy(update={"priority": top}))
+            added.append(story.id)
+        if added:
+            if self.prd is not None:  # the plan as prd.json shows it holds them too
+                planned = [
+                    Story.model_validate(s.model_dump(include=set(Story.model_fields)))
+                    for s in self.stories
+                    if s.id in added
+                ]
+                self.prd = self.prd.model_copy(
+                    update={"user_stories": [*self.prd.user_stories, *planned]}
+                )
+            self.stop_reason, self.status, self.retry_from = None, RunStatus.RUNNING, self.iteration
+        return added
 
 
 def check_retry(checkpoint: Checkpoint | None, run_id: str, story_ids: Sequence[str]) -> None:

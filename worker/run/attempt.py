@@ -8,6 +8,7 @@ from typing import Any
 from worker.agents.base import AgentOutcome
 from worker.confine.disk import check_free_space
 from worker.exceptions import GitError
+from worker.model.feedback import prompt_view
 from worker.model.gates import GateResult
 from worker.model.repo_config import TestsMode
 from worker.model.state import AttemptOutcome, AttemptRecord, FrozenTests, StoryRecord
@@ -81,10 +82,8 @@ class StoryAttempt:
         check_free_space(ctx.spec.work_dir, ctx.spec.limits)  # too little ends the run
         try:
             ctx.git.restore(self.start)
-            if ctx.config.tests is TestsMode.FIRST:
-                refused = self._freeze()
-                if refused is not None:
-                    return refused
+            if ctx.config.tests is TestsMode.FIRST and (refused := self._freeze()) is not None:
+                return refused
             prompt = ctx.renderer.render(STORY_TEMPLATE, **self._prompt_values())
             outcome = call_agent(ctx, self.iteration, prompt, start=self.pre)
             base = self._fields(outcome)
@@ -347,6 +346,7 @@ class StoryAttempt:
                 "notes": record.notes,
                 "tests": list(record.tests),
                 "changes_tests": [c.model_dump() for c in record.changes_tests],
+                "review": prompt_view(record.source),  # FB-: the reviewers' words, quoted
             },
             "attempt": self.number,
             "max_attempts": ctx.config.max_story_retries,

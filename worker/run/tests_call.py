@@ -67,9 +67,12 @@ class TestsCall:
         noted = _reverted_note(reverted)
         if not ctx.git.has_change(self.start):
             # A CI-fix story is judged on the tests CI failed that the worker reproduced (or,
-            # with none, pass→pass and the next CI result): it needs no test of its own.
+            # with none, pass→pass and the next CI result); a feedback story whose comment
+            # changes no behaviour (a rename, a docstring) has no test to write: both are
+            # judged on every other test (pass→pass) when they bring none of their own.
             baseline = tests_by_id(ctx.cp.baseline or []) or {}
-            if proven_tests(self.record, baseline) or self.record.ci is not None:
+            added_later = self.record.ci is not None or self.record.source is not None
+            if added_later or proven_tests(self.record, baseline):
                 return FrozenTests(parent=self.start, reverted=reverted), AttemptRecord(
                     outcome=AttemptOutcome.PASSED, **base
                 )

@@ -470,6 +470,13 @@ class GitHubDouble(FakeGitHub):
                 for (repo, _), pull in self.pulls.items():
                     if pull["node_id"] == node:
                         self.token_uses.append(TokenUse(credential, repo, "graphql"))
+                # Review threads: read by owner and name, resolved by the thread's node id.
+                if "owner" in variables and "name" in variables:
+                    repo = f"{variables['owner']}/{variables['name']}"
+                    self.token_uses.append(TokenUse(credential, repo, "graphql"))
+                thread = self.threads.get(str(variables.get("threadId", "")))
+                if thread is not None:
+                    self.token_uses.append(TokenUse(credential, thread["_repo"], "graphql"))
 
     def _rate_headers(self) -> dict[str, str]:
         return {

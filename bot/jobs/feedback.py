@@ -36,8 +36,12 @@ def handle_feedback(rt: Runtime, client: RepoClient, request: RunRequest) -> Ans
         FeedbackWaiting(rt.conn).put(record.run_id, request.model_dump_json())
         return {"status": "queued after the running run", "run_id": record.run_id}
     # A person asking again takes the pull request back from a hand-off (their push): red
-    # CI is reqdrive's to fix again, its attempts counted anew (bot/jobs/ci_fix.py).
-    CiFixes(rt.conn).clear(request.repo, request.issue_number)
+    # CI is reqdrive's to fix again, its attempts counted anew (bot/jobs/ci_fix.py), and the
+    # stories build on the head they pushed. Without a hand-off the run's own head stands
+    # (the API's head of a pull request can lag a push behind).
+    fixes = CiFixes(rt.conn)
+    handed_off = fixes.handed_off(request.repo, request.issue_number) is not None
+    fixes.clear(request.repo, request.issue_number)
     cp = rt.checkpoints.load(record.run_id)
     known = [s.source.key for s in cp.stories if s.source is not None] if cp else []
     number = request.issue_number
@@ -56,10 +60,8 @@ def handle_feedback(rt: Runtime, client: RepoClient, request: RunRequest) -> Ans
     if not stories:
         # Taken by an earlier feedback run, or nothing a person with the permission asked.
         return {"status": "no feedback waiting", "run_id": record.run_id}
-    pull = client.read(lambda: client.repo.get_pull(number))
-    added = run_added_stories(
-        rt, client, record, stories, labels=ctx.config.pr_labels, head=pull.head.sha
-    )
+    head = client.read(lambda: client.repo.get_pull(number)).head.sha if handed_off else None
+    added = run_added_stories(rt, client, record, stories, labels=ctx.config.pr_labels, head=head)
     result = added.result
     status = "finished" if result is not None else "failed"
     if not added.story_ids:

@@ -121,12 +121,15 @@ def test_manifest_subscribes_to_the_events_and_least_permissions() -> None:
         "pull_request",
         "pull_request_review",  # review feedback (bot/jobs/feedback.py)
         "pull_request_review_comment",
+        "check_suite",  # red CI (bot/jobs/ci_fix.py)
+        "workflow_run",
     }
     assert manifest["default_permissions"] == {
         "contents": "write",
         "issues": "write",
         "pull_requests": "write",
         "checks": "write",
+        "actions": "read",  # a failed workflow run's jobs and logs
         "metadata": "read",
     }
     assert manifest["hook_attributes"]["url"].endswith("/webhook")

@@ -104,8 +104,9 @@ def test_the_final_checks_reuse_the_results_that_judged_the_head(
     result = project.run(scenario)
 
     assert result.ready, result.draft_reason
-    # The baseline, the story's own run, its new test on its parent; not the head once more.
-    assert counted(project) == 3
+    # The baseline, the story's own run, its new test on its parent and again on the story's
+    # commit as it ran there (like with like); not the head's whole suite once more.
+    assert counted(project) == 4
     run_dir = project.run_dir()
     summary = json.loads((run_dir / "verification-summary.json").read_text())
     assert summary["gates_reused_from"] == "iteration 1 (US-001 attempt 1)"
@@ -173,8 +174,9 @@ def test_the_proof_of_a_new_test_module_runs_only_its_tests(
     (story,) = result.stories
     assert story.frozen is not None
     assert story.frozen.at_parent == {"tests.test_feature_1": "failed"}
-    # The baseline and the implement attempt run the whole suite; the proof its new module.
-    assert whole_runs(project) == (2, 1)
+    # The baseline and the implement attempt run the whole suite; the proof its new module,
+    # on the parent and, as it ran there, on the story's commit.
+    assert whole_runs(project) == (2, 2)
     assert story.frozen.proof_selected == ["tests/test_feature_1.py"]
 
 
@@ -191,7 +193,8 @@ def test_the_proof_of_a_changed_conftest_runs_the_whole_suite(
     assert result.ready, result.draft_reason
     (record,) = result.stories
     # A conftest may change every test's state: the proof is a whole run (beside the
-    # baseline, the implement attempt and its checks with the test configuration as it was).
+    # baseline, the implement attempt and its checks with the test configuration as it was),
+    # as the story's commit's own, so nothing runs again narrowed there.
     assert whole_runs(project) == (4, 0)
     assert record.frozen is not None and record.frozen.proof_selected == []
 
@@ -241,6 +244,7 @@ def test_the_proof_on_the_parent_does_not_collect_the_rest_of_the_suite(
     assert result.ready, result.draft_reason
     (story,) = result.stories
     assert story.frozen is not None and story.frozen.at_parent == {"tests.test_feature_1": "failed"}
-    assert whole_runs(project) == (2, 1)
-    # The baseline and the implement attempt imported it; the proof of the new module did not.
+    assert whole_runs(project) == (2, 2)
+    # The baseline and the implement attempt imported it; the proof of the new module did
+    # not, on the parent nor on the story's commit.
     assert imports.read_text().splitlines() == ["imported", "imported"]

@@ -260,3 +260,58 @@ def test_a_test_the_story_owns_is_never_excused_as_flaky() -> None:
     )
     assert verdict.outcome is AttemptOutcome.GATES_FAILED
     assert verdict.reason == "wanted fails now; it passed before the story"
+
+
+def test_an_added_test_that_fails_when_run_as_on_its_parent_needs_review() -> None:
+    asked: list[Sequence[str]] = []
+
+    def alike(test_ids: Sequence[str]) -> Mapping[str, str]:
+        asked.append(test_ids)
+        return {"new": "failed"}
+
+    verdict = decide(
+        evidence([gate(old=PASSED, wanted=PASSED, new=PASSED)], added=["new"]),
+        rerun_alone=never_rerun,
+        added_at_parent=lambda: {"new": "failed"},
+        gates_as_they_were=never_as_they_were,
+        alike_at_head=alike,
+    )
+    assert asked == [["new"]]
+    assert verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+    assert verdict.reason.startswith("new passes in the whole suite's run but is failed when")
+    assert verdict.reason.endswith("its result depends on which tests run with it")
+    new = next(c for c in verdict.tests if c.id == "new")
+    assert new.problem == verdict.reason
+
+
+def test_an_added_test_that_passes_in_both_runs_or_had_a_whole_proof_stays_a_pass() -> None:
+    found: list[Mapping[str, str] | None] = [{"new": "passed"}, None]
+    for alike in found:
+
+        def as_on_parent(
+            _ids: Sequence[str], alike: Mapping[str, str] | None = alike
+        ) -> Mapping[str, str] | None:
+            return alike
+
+        verdict = decide(
+            evidence([gate(old=PASSED, wanted=PASSED, new=PASSED)], added=["new"]),
+            rerun_alone=never_rerun,
+            added_at_parent=lambda: {"new": "failed"},
+            gates_as_they_were=never_as_they_were,
+            alike_at_head=as_on_parent,
+        )
+        assert verdict.outcome is AttemptOutcome.PASSED, verdict.reason
+
+
+def test_a_failing_story_does_not_run_its_tests_again_as_on_its_parent() -> None:
+    def never_alike(test_ids: Sequence[str]) -> Mapping[str, str]:
+        raise AssertionError(f"{test_ids} were run as on the parent without need")
+
+    verdict = decide(
+        evidence([gate(old=PASSED, wanted=FAILED, new=PASSED)], added=["new"]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+        alike_at_head=never_alike,
+    )
+    assert verdict.outcome is AttemptOutcome.GATES_FAILED

@@ -17,11 +17,10 @@ from worker.report.inert_text import neutralize
 from worker.run.calls import call_agent, run_gates_on
 from worker.run.context import RunContext
 from worker.run.resume import story_trailer
-from worker.run.selected import rerun_alone, run_selected
+from worker.run.selected import alike_at_head, rerun_alone, run_as_proven
 from worker.run.tests_call import TestsCall, changed_passing, frozen_owned
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
 from worker.verdict.judging import (
-    MISSING,
     added_tests,
     fail_fast_on,
     feedback,
@@ -252,6 +251,7 @@ class StoryAttempt:
                 else self._added_tests_at_parent(commit, changed, added)
             ),
             gates_as_they_were=gates_as_they_were,
+            alike_at_head=lambda ids: alike_at_head(ctx, self.label, self.frozen, ids),
         )
         outcome, why = changed_passing(self.frozen, self.record, verdict.outcome, verdict.reason)
         outcome, why = _reaching(ctx, self.start, commit, outcome, why)
@@ -275,11 +275,8 @@ class StoryAttempt:
         self, commit: str, changed: list[str], added: list[str]
     ) -> dict[str, str]:
         """The story's new tests run on its parent commit: only its test files applied."""
-        # A module not importable without the change is one failed case named after it (pytest).
-        modules = {t.split("::", 1)[0] for t in added}
         with self.ctx.git.parent_with(self.pre, commit, files_with_tests(changed, added)):
-            tests = run_selected(self.ctx, f"{self.label}.parent", {*added, *modules}, narrow=True)
-        return {t: tests[t] if tests[t] != MISSING else tests[t.split("::", 1)[0]] for t in added}
+            return run_as_proven(self.ctx, f"{self.label}.parent", added)
 
     def _failed(self, error: Exception, base: dict[str, Any]) -> AttemptRecord:
         """The attempt failed in the worker's own steps: recorded with why, the worktree put

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from worker.model.gates import GateResult
+from worker.model.state import FrozenTests
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
 from worker.verdict.flaky import RERUNS, Reruns
@@ -16,10 +17,11 @@ def run_selected(
 ) -> dict[str, str]:
     """These tests' statuses on the worktree as it is (MISSING for one not reported).
 
-    The one place chosen tests are run (the tests call's proof, the parent proof and the
-    flaky re-runs all come through here): only the gates that run tests, and in them only
-    these tests where the runner can select them (`only=`: pytest, go, jest, vitest); other
-    runners run whole and only these ids are kept. `narrow`: a fail-to-pass proof, where
+    The one place chosen tests are run (the tests call's proof, the parent proof, their
+    like-with-like run on the story's commit and the flaky re-runs all come through here):
+    only the gates that run tests, and in them only these tests where the runner can select
+    them (`only=`: pytest, go, jest, vitest); other runners run whole and only these ids are
+    kept. `narrow`: a fail-to-pass proof, where
     pytest collects only their files (run_gates_on)."""
     results = run_gates_on(ctx, label, fail_fast=False, only=test_ids, narrow=narrow)
     reported = tests_by_id(results) or {}
@@ -31,6 +33,34 @@ def run_files(ctx: RunContext, label: str, files: Sequence[str]) -> list[GateRes
     the file's path, jest and vitest by the file; others run whole): the gates' results.
     A fail-to-pass proof (the tests call's): pytest collects only these files."""
     return run_gates_on(ctx, label, fail_fast=False, only=files, narrow=True)
+
+
+def run_as_proven(
+    ctx: RunContext, label: str, test_ids: Collection[str], *, files: Sequence[str] = ()
+) -> dict[str, str]:
+    """A story's new tests' statuses on the worktree as it is, run as a fail-to-pass proof:
+    the one selection both its parent and its head run them with, so what the two say is
+    alike (a test that tells a narrowed run from the whole suite's behaves the same in
+    both). `files`: the test files its tests call's proof ran (run_files); otherwise these
+    ids and their modules, narrowed. A module that could not be imported is reported as one
+    failure named after it: its tests failed."""
+    if files:
+        found = tests_by_id(run_files(ctx, label, files)) or {}
+        return {t: str(found[t]) if t in found else MISSING for t in test_ids}
+    modules = {t.split("::", 1)[0] for t in test_ids}
+    tests = run_selected(ctx, label, {*test_ids, *modules}, narrow=True)
+    return {t: tests[t] if tests[t] != MISSING else tests[t.split("::", 1)[0]] for t in test_ids}
+
+
+def alike_at_head(
+    ctx: RunContext, label: str, frozen: FrozenTests | None, test_ids: Collection[str]
+) -> dict[str, str] | None:
+    """A story's new tests on its commit (checked out), run exactly as their proof on its
+    parent ran (run_as_proven); None when that proof was a whole run, as the commit's own."""
+    files = frozen.proof_selected if frozen is not None else []
+    if frozen is not None and not files:
+        return None
+    return run_as_proven(ctx, f"{label}.alike", test_ids, files=files)
 
 
 def rerun_alone(

@@ -115,7 +115,9 @@ class TestsCall:
         cannot change another test's state by itself (no conftest, config, fixture or
         helper), and what it might still do at import (pytest still imports every module) is
         caught by the implement attempt, whose whole run is judged pass-to-pass against the
-        story's reference. Anything else the tests call changed may change any test: the
+        story's reference; the implement attempt also runs them exactly so again on its
+        commit (selected.alike_at_head), so a test that fails only where few tests run proves
+        nothing. Anything else the tests call changed may change any test: the
         whole suite runs, and every other test must keep its state here. A selection that
         reported nothing of a module (a runner that names files otherwise) runs whole."""
         ctx = self.ctx

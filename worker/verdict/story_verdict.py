@@ -50,14 +50,18 @@ def decide(
     rerun_alone: Callable[[Sequence[str]], Reruns],
     added_at_parent: Callable[[], Mapping[str, str]],
     gates_as_they_were: Callable[[], Sequence[GateResult]],
+    alike_at_head: Callable[[Sequence[str]], Mapping[str, str] | None] | None = None,
 ) -> StoryVerdict:
     """The attempt's one verdict. Its tests judged as SWE-bench judges a patch (judge_story);
     when the only failures are tests that passed before, those run again alone on both sides
     (`rerun_alone`) and the flaky ones are kept out (flaky.py); then, only when that passes,
     the tests it added run on its parent (`added_at_parent`: each must fail there, or it
-    proves nothing); then, when it changed what a gate runs and did not fail, the gates run
-    as they were (`gates_as_they_were`): a pass that rests on the change needs a person's
-    review. The callables run gates, so each is called only when needed."""
+    proves nothing), and again here run exactly as they ran there (`alike_at_head`: None when
+    that was a whole run, as here): a test that passes in the whole run but not in that one
+    needs a person's review, since its result depends on which tests run with it; then, when
+    it changed what a gate runs and did not fail, the gates run as they were
+    (`gates_as_they_were`): a pass that rests on the change needs a person's review. The
+    callables run gates, so each is called only when needed."""
     judged = _judge(evidence)
     reruns: Mapping[str, RerunFinding] = {}
     if judged.verdict is Verdict.FAILED and (again_alone := judged.regressions()):
@@ -67,8 +71,16 @@ def decide(
     if judged.verdict is Verdict.PASSED and evidence.added:
         at_parent = added_at_parent()
         judged = _judge(evidence, at_parent=at_parent, reruns=reruns)
-    outcome, why = OUTCOMES[judged.verdict], judged.reason
     changes = ", ".join(evidence.gate_changes)
+    if judged.verdict is Verdict.PASSED and at_parent and alike_at_head is not None:
+        alike = alike_at_head(sorted(at_parent))
+        if unlike := _unlike(judged, alike or {}):
+            why = "; ".join(c.problem for c in unlike.values())
+            why += f"; it changed what a gate runs: {changes}" if changes else ""
+            tests = [unlike.get(c.id, c) for c in judged.tests]
+            verdict = StoryVerdict(AttemptOutcome.NEEDS_REVIEW, why, tests)
+            return distrusted(verdict, evidence.results)
+    outcome, why = OUTCOMES[judged.verdict], judged.reason
     if evidence.gate_changes and judged.verdict is Verdict.FAILED:
         why += f"; it changed what a gate runs: {changes}"
     elif evidence.gate_changes:
@@ -80,6 +92,22 @@ def decide(
                 f"with the gates as they were: {again.reason or again.verdict}"
             )
     return distrusted(StoryVerdict(outcome, why, judged.tests), evidence.results)
+
+
+def _unlike(judged: Judgement, alike: Mapping[str, str]) -> dict[str, TestCheck]:
+    """The story's new tests that pass in the whole run and not when run as their proof on
+    the parent ran (`alike`), each with why it keeps the story from passing."""
+    found = {}
+    for check in judged.tests:
+        status = alike.get(check.id)
+        if check.added and check.after == TestStatus.PASSED and status not in (None, "passed"):
+            problem = (
+                f"{check.id} passes in the whole suite's run but is {status} when only the "
+                "story's tests run, as they ran to prove it failed without the story: its "
+                "result depends on which tests run with it"
+            )
+            found[check.id] = check.model_copy(update={"problem": problem})
+    return found
 
 
 def distrusted(verdict: StoryVerdict, results: Sequence[GateResult]) -> StoryVerdict:
@@ -97,6 +125,8 @@ def distrusted(verdict: StoryVerdict, results: Sequence[GateResult]) -> StoryVer
             return replace(verdict, reason=f"{verdict.reason}; {why}")
         if verdict.outcome in (AttemptOutcome.NO_CHANGES, AttemptOutcome.CHECK_FAILED):
             return verdict
+        if verdict.outcome is AttemptOutcome.NEEDS_REVIEW:  # both reasons stand
+            return replace(verdict, reason=f"{verdict.reason}; {why}")
         return replace(verdict, outcome=AttemptOutcome.NEEDS_REVIEW, reason=why)
     if unverified and verdict.outcome in (AttemptOutcome.PASSED, AttemptOutcome.NOTHING_TO_CHANGE):
         return replace(verdict, outcome=AttemptOutcome.UNVERIFIED, reason="; ".join(unverified))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ __all__ = ["claude_bin"]  # the session fixture, shared with test_deployed_claud
 
 REPO = "octo/shop"
 HUNK = "@@ -0,0 +1,2 @@\n+def total(prices):\n+    return sum(prices)"
-THREADS = [
+THREADS: list[dict[str, Any]] = [
     {"path": "pricing.py", "line": 2, "body": "Add discount(price, rate) beside total().",
      "diff_hunk": HUNK},
     {"path": "pricing.py", "line": 1, "body": "And a tax(price) in tax.py: a fifth on top.",
@@ -139,12 +140,15 @@ def test_a_review_with_two_threads_gets_their_commits_two_replies_two_resolved_t
         f"feat: [FB-001] - {first}",
         f"test: [FB-001] - {first}",
     ]
-    for story, thread, title in (("FB-001", threads[0], first), ("FB-002", threads[1], second)):
+    for story, thread_id, title in (
+        ("FB-001", threads[0], first),
+        ("FB-002", threads[1], second),
+    ):
         test_sha, feat_sha = (
             commits[f"test: [{story}] - {title}"],
             commits[f"feat: [{story}] - {title}"],
         )
-        [reply] = replies_in(double, thread)
+        [reply] = replies_in(double, thread_id)
         assert f"**`{story}` passed** (tests {test_sha[:12]}, change {feat_sha[:12]})" in reply
         assert f"`{TEST_IDS[story]}`" in reply and "failed without the change" in reply
         path, text = TESTS[story]

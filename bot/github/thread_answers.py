@@ -37,8 +37,10 @@ def answer(client: RepoClient, pull_number: int, story: StoryRecord, attempt: At
 
 
 def answer_text(story: StoryRecord, attempt: AttemptRecord) -> str:
-    """What a person reads in the thread: the verdict, the commits, why it did not pass."""
+    """What a person reads in the thread (or on the PR): the verdict, the commits, why it
+    did not pass."""
     sid = f"`{inline_code(story.id)}`"
+    in_thread = story.source is not None and story.source.kind is SourceKind.THREAD
     commits = _commits(story)
     if story.state is StoryState.PASSED:
         how = (
@@ -46,14 +48,21 @@ def answer_text(story: StoryRecord, attempt: AttemptRecord) -> str:
             if attempt.outcome is AttemptOutcome.NOTHING_TO_CHANGE
             else _proof(story)
         )
-        return f"✅ **{sid} passed**{commits}: {how}. Resolving this thread."
+        # Only a thread is resolved: a review's body or a `/reqdrive fix` comment has none.
+        done = " Resolving this thread." if in_thread else ""
+        return f"✅ **{sid} passed**{commits}: {how}.{done}"
     why = inline_text(attempt.reason or str(attempt.outcome))[:REASON_CHARS]
     tries = len(story.attempts)
+    again = (
+        "This thread stays open. Reply here with more detail and mention the App or comment "
+        "`/reqdrive fix`,"
+        if in_thread
+        else "Comment `/reqdrive fix` with more detail,"
+    )
     return (
         f"❌ **{sid} did not pass** ({inline_text(str(story.state))} after {tries} "
         f"attempt{'s' if tries != 1 else ''}){commits}: {why}\n\n"
-        f"This thread stays open. Reply here with more detail and mention the App or comment "
-        f"`/reqdrive fix`, or comment `/reqdrive retry {story.id}` to try again."
+        f"{again} or comment `/reqdrive retry {story.id}` to try again."
     )
 
 

@@ -44,14 +44,15 @@ def claude_bin() -> Path:
     return install_claude_cli()
 
 
-def shop(source: Path) -> None:
-    """A Python project configured for the claude runner, its pricing tests failing."""
+def shop(source: Path, *, tests: str = "together") -> None:
+    """A Python project configured for the claude runner, its pricing tests failing;
+    `tests: first` (the default a repository gets) leaves them out: its stories write them."""
     # Not about the review (tests/e2e/test_claude_review.py is): the scripted API plays the
-    # implementer's turns only, one agent call per story (tests and code together), and every
-    # request is checked for the configured model.
+    # implementer's turns only, one agent call per story (tests and code together) unless
+    # `tests` says first, and every request is checked for the configured model.
     config = {
         "testCommand": PYTEST,
-        "tests": "together",
+        "tests": tests,
         "agent": {"runner": "claude", "model": MODEL, "timeout": 120},
         "review": "off",
     }
@@ -59,7 +60,7 @@ def shop(source: Path) -> None:
         ".gitignore": GITIGNORE,
         ".github/reqdrive.yml": yaml.safe_dump(config),
         "tests/test_base.py": "def test_base():\n    assert True\n",
-        "tests/test_pricing.py": PRICING_TESTS,
+        **({"tests/test_pricing.py": PRICING_TESTS} if tests == "together" else {}),
     }
     for path, text in files.items():
         (source / path).parent.mkdir(parents=True, exist_ok=True)
@@ -102,10 +103,12 @@ def script() -> list[Turn]:
     ]
 
 
-def scene(tmp_path: Path, double: GitHubDouble, claude_bin: Path) -> tuple[int, dict[str, str]]:
+def scene(
+    tmp_path: Path, double: GitHubDouble, claude_bin: Path, *, tests: str = "together"
+) -> tuple[int, dict[str, str]]:
     """The shop on the double with an issue asking for pricing; the stack's environment."""
     source = tmp_path / "source"
-    shop(source)
+    shop(source, tests=tests)
     double.add_repository(REPO, source)
     config = (source / ".github/reqdrive.yml").read_text()
     double.set_file(REPO, "main", ".github/reqdrive.yml", config)

@@ -19,6 +19,7 @@ from tests.integration.test_jobs import QUEUE, REPO, Scene, progress_comments
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_ci import CiJob, add_workflow_run
 from tests.support.github_http import API, FakeGitHub, private_key_pem
+from tests.support.github_reviews import add_comment
 from worker.model.state import Checkpoint, StoryState
 
 VERSION_TEST = "tests/test_version.py::test_version"  # as pytest names it in CI's log
@@ -36,6 +37,7 @@ PYTEST_LOG = (
     f"2024-05-01T10:00:04.0000000Z FAILED {VERSION_TEST} - assert 1 == 2\n"
     "2024-05-01T10:00:04.0000000Z ##[error]Process completed with exit code 1.\n"
 )
+FILES_FIXED = {"version.py": "VERSION = 2\n"}
 LINT_LOG = "2024-05-01T10:00:02.0000000Z ##[error]ruff: src/feature_1.py:1:1 E999 style\n"
 
 
@@ -92,6 +94,7 @@ def enqueue(scene: Scene, kind: JobKind, **fields: Any) -> None:
         JobKind.RUN: "run_requirement",
         JobKind.CI_FIX: "fix_ci",
         JobKind.HANDOFF: "hand_off",
+        JobKind.FEEDBACK: "address_feedback",
     }[kind]
     values = {"delivery_id": f"d-{time.time_ns()}", "repo": REPO, "installation_id": 7}
     request = RunRequest(kind=kind, **{"sender": "alice", **values, **fields})
@@ -197,13 +200,7 @@ def test_ci_failing_again_after_the_last_attempt_stops_and_says_so_once(scene: S
 def test_a_persons_push_hands_the_pull_request_off_until_fix_is_asked(scene: Scene) -> None:
     pull = built_pull(scene, {"US-001": [implement(1)]})
     scene.scenario({"stories": {"CI-001": [{"write": {"version.py": "VERSION = 2\n"}}]}})
-    person = scene.tmp / "alice"
-    git(scene.tmp, "clone", "-q", "--branch", pull["head"]["ref"], str(scene.remote), str(person))
-    (person / "notes.md").write_text("mine now\n")
-    git(person, "add", "-A")
-    git(person, "-c", "user.name=Alice", "-c", "user.email=a@example.com", "commit", "-qm", "x")
-    git(person, "push", "-q", "origin", f"HEAD:{pull['head']['ref']}")
-    head = sync_head(scene, pull)["head"]["sha"]
+    head = push_as_alice(scene, pull, {"notes.md": "mine now\n"})
     enqueue(scene, JobKind.HANDOFF, branch=pull["head"]["ref"], head_sha=head)
     scene.work()
     calls = scene.project.calls()
@@ -219,6 +216,70 @@ def test_a_persons_push_hands_the_pull_request_off_until_fix_is_asked(scene: Sce
     CiFixes(scene.conn).clear(REPO, pull["number"])  # what `/reqdrive fix` does
     ci_result(scene, pull, log=PYTEST_LOG)
     assert scene.project.calls()[len(calls) :] == ["CI-001 1 tests", "CI-001 1"]
+
+
+def push_as_alice(scene: Scene, pull: dict[str, Any], files: dict[str, str]) -> str:
+    """A person's commit on the PR branch, pushed as they would; the branch's head after it."""
+    person = scene.tmp / "alice"
+    git(scene.tmp, "clone", "-q", "--branch", pull["head"]["ref"], str(scene.remote), str(person))
+    for name, text in files.items():
+        (person / name).write_text(text)
+    git(person, "add", "-A")
+    git(person, "-c", "user.name=Alice", "-c", "user.email=a@example.com", "commit", "-qm", "x")
+    git(person, "push", "-q", "origin", f"HEAD:{pull['head']['ref']}")
+    return str(sync_head(scene, pull)["head"]["sha"])
+
+
+def test_reqdrive_fix_after_a_persons_push_builds_on_their_commit_and_fixes_ci_again(
+    scene: Scene,
+) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    branch, number = pull["head"]["ref"], pull["number"]
+    theirs = push_as_alice(scene, pull, {"x.py": "def x():\n    return 7\n"})
+    enqueue(scene, JobKind.HANDOFF, branch=branch, head_sha=theirs)
+    scene.work()
+    calls = scene.project.calls()
+    ci_result(scene, pull, log=PYTEST_LOG)  # handed off: CI failing starts nothing
+    assert scene.project.calls() == calls
+    assert CiFixes(scene.conn).handed_off(REPO, number) == "alice"
+
+    # The rename: y.py and its test replace x.py (a commit per phase, tests first).
+    rename = {
+        "write": {
+            "y.py": "def y():\n    return 7\n",
+            "tests/test_y.py": "import y\n\n\ndef test_y():\n    assert y.y() == 7\n",
+        },
+        "delete": ["x.py"],
+    }
+    scene.scenario({"stories": {"FB-001": [rename], "CI-001": [{"write": FILES_FIXED}]}})
+    asked = add_comment(scene.gh, REPO, number, "alice", "/reqdrive fix please rename x")
+    enqueue(scene, JobKind.FEEDBACK, issue_number=number, comment_id=asked)
+    scene.work()
+
+    assert CiFixes(scene.conn).handed_off(REPO, number) is None  # the hand-off is lifted
+    assert scene.project.calls()[len(calls) :] == ["FB-001 1 tests", "FB-001 1"]
+    story = checkpoint(scene, pull).story("FB-001")
+    assert story.state is StoryState.PASSED, (story.notes, story.attempts)
+    head = git(scene.remote, "rev-parse", branch)
+    # On top of the person's commit, which stays in the branch's history.
+    assert git(scene.remote, "log", "--format=%s", f"{theirs}..{head}").splitlines() == [
+        "feat: [FB-001] - Answer the fix asked by alice",
+        "test: [FB-001] - Answer the fix asked by alice",
+    ]
+    files = git(scene.remote, "ls-tree", "-r", "--name-only", head).splitlines()
+    assert "y.py" in files and "x.py" not in files
+    assert "FB-001" in scene.gh.pulls_of(REPO)[0]["body"]
+    # Answered on the PR (a fix comment has no thread): the verdict and both commits.
+    [answer] = [b for b in pr_comments(scene, pull) if "**`FB-001` passed**" in b]
+    feat, test = git(scene.remote, "log", "--format=%H", f"{theirs}..{head}").splitlines()
+    assert f"tests {test[:12]}, change {feat[:12]}" in answer
+    assert "thread" not in answer  # nothing to resolve
+
+    sync_head(scene, pull)
+    before = scene.project.calls()
+    ci_result(scene, pull, log=PYTEST_LOG)  # reqdrive's again: a CI fix starts
+    assert scene.project.calls()[len(before) :] == ["CI-001 1 tests", "CI-001 1"]
+    assert checkpoint(scene, pull).story("CI-001").state is StoryState.PASSED
 
 
 def test_green_without_a_fix_or_on_an_old_head_says_nothing(scene: Scene) -> None:

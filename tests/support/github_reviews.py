@@ -1,8 +1,9 @@
 """Reviews, review threads and their comments in the fake GitHub: REST and GraphQL, GitHub's shapes.
 
 A test sets the scene with `add_review(gh, repo, number, user, state, body, threads)`, each
-thread `{"path", "line", "start_line"?, "body", "diff_hunk"?}`, and `add_reply(gh, ...)` for a
-person answering in a thread. The App reads them as GitHub serves them: REST
+thread `{"path", "line", "start_line"?, "body", "diff_hunk"?}`, `add_reply(gh, ...)` for a
+person answering in a thread, `add_comment(gh, ...)` for one commenting on the pull request
+(`issue-comment`). The App reads them as GitHub serves them: REST
 `GET .../pulls/{n}/reviews` (schema `pull-request-review`), GraphQL `reviewThreads` (the
 `PullRequestReviewThread` / `PullRequestReviewComment` fields of GitHub's schema), and writes
 `POST .../pulls/{n}/comments/{id}/replies` (answered as `pull-request-review-comment`) and
@@ -75,6 +76,25 @@ def add_review(
 def add_reply(gh: FakeGitHub, thread_id: str, user: str, body: str, kind: str = "User") -> int:
     """A person (or, `kind="Bot"`, another App) answering in a thread; the comment's id."""
     return _comment(gh, thread_id, user, body, None, None, kind=kind)
+
+
+def add_comment(gh: FakeGitHub, repo: str, number: int, user: str, body: str) -> int:
+    """A person's comment in the pull request's conversation (an issue comment); its id."""
+    cid = next(gh.ids)
+    gh.comments[cid] = {
+        "id": cid,
+        "node_id": f"IC_{cid}",
+        "body": body,
+        "user": simple_user(gh, user),
+        "_issue": (repo, number),
+        "url": f"{gh.api}/repos/{repo}/issues/comments/{cid}",
+        "html_url": f"{gh.web}/{repo}/pull/{number}#issuecomment-{cid}",
+        "issue_url": f"{gh.api}/repos/{repo}/issues/{number}",
+        "author_association": "COLLABORATOR",
+        "created_at": STAMP,
+        "updated_at": STAMP,
+    }
+    return cid
 
 
 def thread_of(gh: FakeGitHub, thread_id: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from worker.model.state import StoryRecord
 MAX_FEEDBACK_STORIES = 10
 TITLE_PATH_CHARS = 120
 FIX_RE = re.compile(r"\A\s{0,3}/reqdrive[ \t]+fix\b[ \t]*", re.IGNORECASE)
+GONE_REVIEW_STATES = frozenset({"DISMISSED", "PENDING"})
 CRITERIA = [
     "The change the reviewer asks for is made in the code",
     "Every test that passed before still passes",
@@ -51,14 +52,25 @@ class Rules:
 def feedback_stories(waiting: Waiting, rules: Rules, first_number: int) -> list[StoryRecord]:
     """New FB- stories, numbered from `first_number`: each unresolved thread a person with the
     permission wrote in since a bot (reqdrive) last spoke in it, each review body that asks
-    reqdrive for a change, each `/reqdrive fix <text>`; none whose source a story has."""
+    reqdrive for a change, each `/reqdrive fix <text>`; none whose source a story has. At
+    most MAX_FEEDBACK_STORIES: `left_waiting` counts the rest, which the next run takes."""
+    fresh = fresh_sources(waiting, rules)[:MAX_FEEDBACK_STORIES]
+    return [_story(feedback_id(first_number + n), s) for n, s in enumerate(fresh)]
+
+
+def left_waiting(waiting: Waiting, rules: Rules) -> int:
+    """How many fresh sources one run leaves for the next (beyond MAX_FEEDBACK_STORIES)."""
+    return max(len(fresh_sources(waiting, rules)) - MAX_FEEDBACK_STORIES, 0)
+
+
+def fresh_sources(waiting: Waiting, rules: Rules) -> list[StorySource]:
+    """Every source of feedback waiting that no story of the run answers yet, in order."""
     sources = [
         *(s for t in waiting.threads if (s := _thread_source(t, rules))),
         *(s for r in waiting.reviews if (s := _review_source(r, rules))),
         *(s for c in waiting.comments if (s := _comment_source(c, rules))),
     ]
-    fresh = [s for s in sources if s.key not in rules.known][:MAX_FEEDBACK_STORIES]
-    return [_story(feedback_id(first_number + n), s) for n, s in enumerate(fresh)]
+    return [s for s in sources if s.key not in rules.known]
 
 
 def _thread_source(thread: ReviewThread, rules: Rules) -> StorySource | None:
@@ -89,9 +101,14 @@ def _review_source(review: Said, rules: Rules) -> StorySource | None:
     if review.is_bot or not rules.allowed(review.author):
         return None
     state = review.state.upper()
-    asks = FIX_RE.match(review.body) is not None or (
-        state != "APPROVED"
-        and (state == "CHANGES_REQUESTED" or mentions(review.body, rules.app_slug))
+    if state in GONE_REVIEW_STATES:
+        return None  # dismissed by a maintainer, or not submitted: it asks nothing any more
+    # An approval that mentions the App still asks it for something ("LGTM, @reqdrive rename
+    # x"): the trigger took it as a request, so the job does not drop it silently.
+    asks = (
+        FIX_RE.match(review.body) is not None
+        or state == "CHANGES_REQUESTED"
+        or mentions(review.body, rules.app_slug)
     )
     text = FIX_RE.sub("", review.body, count=1).strip()
     if not asks or not text:

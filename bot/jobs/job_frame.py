@@ -135,7 +135,12 @@ def _refuse(client: RepoClient, request: RunRequest, refusal: Refusal, *, checks
     one: a `/reqdrive status` or `cancel` token has no `checks`, and GitHub would answer 403."""
     if not refusal.message:
         return  # dropped on purpose (a push outside requirementsDir)
-    if request.issue_number is not None:
+    if request.issue_number is not None and request.kind is JobKind.FEEDBACK:
+        # A review's body and each of its line comments arrive as deliveries of their own:
+        # the reviewer is refused once per pull request, not once per thread.
+        marker = REPLY_MARKER.format(key=f"feedback-refused-{request.sender}")
+        client.reply(request.issue_number, refusal.message, marker=marker)
+    elif request.issue_number is not None:
         reply(client, request, refusal.message)
     elif request.head_sha:
         client.commit_comment(request.head_sha, refusal.message)

@@ -11,6 +11,7 @@ from bot.jobs.feedback_stories import (
     MAX_FEEDBACK_STORIES,
     Rules,
     Waiting,
+    addressed,
     feedback_stories,
     left_waiting,
 )
@@ -42,10 +43,16 @@ LEFT_MARKER = "<!-- reqdrive:feedback-left {run_id} {first} -->"
 def handle_feedback(rt: Runtime, client: RepoClient, request: RunRequest) -> Answer:
     """Who asked may; the run is idle (else the request waits for it); what waits on the
     pull request becomes FB- stories, run on its branch and answered where they were asked."""
-    ctx = repo_context(client)
-    check_permission(client, request.sender, ctx.config.required_permission)
     if request.requirement is not None or request.issue_number is None:
         raise Refusal(NOT_A_PULL)
+    threads = review_threads(client, request.issue_number)
+    slug = rt.settings.reqdrive_app_slug
+    if request.review_comment_id is not None and not addressed(
+        threads, request.review_comment_id, slug
+    ):
+        return {"status": "not addressed to reqdrive"}  # people talking in their own thread
+    ctx = repo_context(client)
+    check_permission(client, request.sender, ctx.config.required_permission)
     record = find_run(client, rt.records, request)
     if rt.records.alive(record.run_id):
         # Coalesced: every request arriving while the run runs is one feedback run after it
@@ -59,7 +66,7 @@ def handle_feedback(rt: Runtime, client: RepoClient, request: RunRequest) -> Ans
     known = [s.source.key for s in cp.stories if s.source is not None] if cp else []
     number = request.issue_number
     waiting = Waiting(
-        threads=review_threads(client, number),
+        threads=threads,
         reviews=reviews(client, number),
         comments=issue_comments(client, number),
     )

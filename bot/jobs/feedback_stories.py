@@ -89,8 +89,9 @@ def _thread_source(thread: ReviewThread, rules: Rules) -> StorySource | None:
         thread_id=thread.id,
         reply_to=thread.comments[0].id,
         path=thread.path,
-        line=thread.line,
-        start_line=thread.start_line,
+        line=thread.line if thread.line is not None else thread.original_line,
+        start_line=thread.start_line if thread.line is not None else thread.original_start_line,
+        outdated=thread.outdated or thread.line is None,
         diff_hunk=cut_hunk(thread.comments[0].diff_hunk),
         comments=[_quoted(c.author, c.body) for c in shown[-MAX_COMMENTS:]],
         url=people[-1].url,
@@ -172,3 +173,22 @@ def _plain(text: str) -> str:
         ch for ch in text if (unicodedata.category(ch)[0] != "C" and not ch.isspace()) or ch == " "
     )
     return kept[:TITLE_PATH_CHARS] or "?"
+
+
+def addressed(threads: list[ReviewThread], comment_id: int, app_slug: str | None) -> bool:
+    """Is the line comment `comment_id` asking reqdrive? It mentions the App or says
+    `/reqdrive fix`, or it answers in a thread where reqdrive replied before it. A comment
+    not found (deleted since) asks nothing."""
+    for thread in threads:
+        ids = [c.id for c in thread.comments]
+        if comment_id not in ids:
+            continue
+        at = ids.index(comment_id)
+        comment = thread.comments[at]
+        if mentions(comment.body, app_slug) or FIX_RE.match(comment.body):
+            return True
+        # Without the slug (REQDRIVE_APP_SLUG unset) reqdrive's replies cannot be told from
+        # another App's: any App's reply before it counts.
+        own = f"{app_slug}[bot]" if app_slug else None
+        return any(c.is_bot and own in (None, c.author) for c in thread.comments[:at])
+    return False

@@ -171,3 +171,43 @@ def test_both_story_prompts_quote_the_thread_as_data_and_say_when_no_test_is_nee
     planned = {**values["story"], "review": None}
     plain = PromptRenderer().render(STORY_TEMPLATE, **{**values, "story": planned})
     assert "review feedback" not in plain
+
+
+def test_an_outdated_thread_or_one_on_a_deleted_file_keeps_its_original_lines() -> None:
+    gone = ReviewThread("T9", False, "old.py", None, None, [said(1, "alice", "why keep this?")],
+                        outdated=True, original_line=12, original_start_line=10)  # fmt: skip
+    moved = ReviewThread("T8", False, "app.py", None, None, [said(2, "alice", "x")],
+                         original_line=4)  # fmt: skip
+    [one, two] = stories(Waiting(threads=[gone, moved]))
+    assert one.source is not None and two.source is not None
+    assert one.source.lines == "old.py lines 10-12 (outdated: as it was when commented)"
+    assert two.source.lines == "app.py line 4 (outdated: as it was when commented)"
+    assert "old.py lines 10-12" in one.title
+    view = prompt_view(one.source)
+    assert view is not None and "outdated" in str(view["where"])
+
+
+def test_a_suggestion_block_reaches_the_prompt_intact_and_odd_text_stays_data() -> None:
+    suggestion = "Use this:\r\n```suggestion\r\ndef value():\r\n\treturn 7  # ≠ 8\r\n```\r\n"
+    rtl = "שנה את זה \u202etxt.exe\u202c please مرحبا"
+    huge = "x" * 100_000
+    [one, two, three] = stories(
+        Waiting(
+            threads=[
+                thread("T1", said(1, "alice", suggestion)),
+                thread("T2", said(2, "alice", rtl)),
+                thread("T3", said(3, "alice", huge)),
+            ]
+        )
+    )
+    values = story_values()
+    values["story"] = {**values["story"], "id": one.id, "review": prompt_view(one.source),
+                       "tests": [], "changes_tests": []}  # fmt: skip
+    text = PromptRenderer().render(STORY_TEMPLATE, **values, test_paths=["tests/**"])
+    assert "```suggestion\ndef value():\n\treturn 7  # ≠ 8\n```" in text
+    shown = prompt_view(two.source)
+    assert shown is not None
+    assert shown["comments"] == [{"author": "alice", "body": "שנה את זה txt.exe please مرحبا"}]
+    assert three.source is not None
+    [cut] = three.source.comments
+    assert len(cut.body) <= 4_000 and cut.body.endswith("(cut)")

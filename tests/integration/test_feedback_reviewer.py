@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bot.jobs import runtime
 from bot.ops.settings import load_settings
 from bot.web.asgi import create_asgi_app
 from tests.integration.test_jobs import (
@@ -22,12 +23,21 @@ from tests.integration.test_jobs import (
 from tests.integration.test_jobs_feedback import feature, open_pull, stories_of
 from tests.support import webhooks
 from tests.support.asgi_client import AsgiClient
-from tests.support.github_reviews import add_review
+from tests.support.github_reviews import add_review, replies_in, resolved
 from worker.model.state import StoryState
 
 
 @pytest.fixture
-def web(redis_url: str) -> AsgiClient:
+def web(scene: Scene, redis_url: str) -> AsgiClient:
+    """The web app beside the scene's worker, both knowing the App's slug as a deployment's
+    web and worker processes do (one environment)."""
+    rt = runtime.current()
+    settings = rt.settings.model_copy(update={"reqdrive_app_slug": "reqdrive"})
+    runtime.configure(settings, scene.conn, sleep=scene.sleeps.append)
+    return _web(redis_url)
+
+
+def _web(redis_url: str) -> AsgiClient:
     settings = load_settings(
         github_webhook_secret=webhooks.SECRET,
         redis_url=redis_url,
@@ -168,3 +178,49 @@ def test_a_reviewer_without_the_permission_is_refused_once_not_per_thread(
     assert scene.project.calls() == calls_before
     refusals = [b for b in bodies(scene, number) if "runs only for people with" in b]
     assert len(refusals) == 1 and "@mallory" in refusals[0]
+
+
+def test_more_threads_than_one_run_takes_are_said_on_the_pull_and_taken_by_the_next_run(
+    scene: Scene, web: AsgiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cap is 10; at 1 the same path runs with two threads instead of twelve.
+    monkeypatch.setattr("bot.jobs.feedback_stories.MAX_FEEDBACK_STORIES", 1)
+    monkeypatch.setattr("bot.jobs.feedback.MAX_FEEDBACK_STORIES", 1)
+    pull = open_pull(scene)
+    number = pull["number"]
+    review_id, (one, two) = add_review(scene.gh, REPO, number, "alice", "CHANGES_REQUESTED", "", [
+        {"path": "feature_1.py", "line": 2, "body": "Add fb_one, worth 7."},
+        {"path": "feature_1.py", "line": 1, "body": "And fb_two, also 7."},
+    ])  # fmt: skip
+    scene.scenario(
+        {"stories": {"FB-001": [feature("fb_one", 7)], "FB-002": [feature("fb_two", 7)]}}
+    )
+
+    payload = review_delivery(pull, review_id, "alice", "changes_requested", None)
+    assert deliver(web, "pull_request_review", payload) == 202
+    scene.work()  # the run, then the feedback run it queued for what it left
+
+    [said] = [b for b in bodies(scene, number) if "more wait" in b]
+    assert "takes 1 of the review's requests; 1 more wait" in said
+    assert stories_of(scene) == {
+        "US-001": StoryState.PASSED,
+        "FB-001": StoryState.PASSED,
+        "FB-002": StoryState.PASSED,
+    }
+    assert resolved(scene.gh, one) and resolved(scene.gh, two)
+    assert len(replies_in(scene.gh, one)) == len(replies_in(scene.gh, two)) == 1
+
+
+def test_an_approval_that_mentions_the_app_asking_a_change_is_taken(
+    scene: Scene, web: AsgiClient
+) -> None:
+    pull = open_pull(scene)
+    text = "LGTM! @reqdrive but add fb_one, worth 7."
+    review_id, _ = add_review(scene.gh, REPO, pull["number"], "alice", "APPROVED", text)
+    scene.scenario({"stories": {"FB-001": [feature("fb_one", 7)]}})
+
+    approved = review_delivery(pull, review_id, "alice", "approved", text)
+    assert deliver(web, "pull_request_review", approved) == 202
+    scene.work()
+
+    assert stories_of(scene)["FB-001"] is StoryState.PASSED

@@ -141,3 +141,24 @@ def test_the_job_takes_a_reply_only_where_reqdrive_spoke_before_it_or_when_it_is
     assert not addressed(threads, 10, "reqdrive")  # another App spoke, not reqdrive
     assert not addressed(threads, 99, "reqdrive")  # deleted since
     assert addressed(threads, 10, None)  # no slug configured: any App's reply may be ours
+
+
+@pytest.mark.parametrize(
+    ("event", "name"),
+    [
+        ("pull_request_review_comment", "edited"),
+        ("pull_request_review", "dismissed"),
+    ],
+)
+def test_an_edited_comment_or_a_dismissed_review_starts_nothing(event: str, name: str) -> None:
+    """An edit of a comment a run took is not a new request (the reviewer replies for that),
+    and a dismissed review asks nothing: neither may loop a run on the same words."""
+    example = "created.payload.json" if "comment" in event else "submitted.payload.json"
+    payload = webhooks.example(event, example)
+    payload["action"] = name  # the fields triggers read are the same in GitHub's examples
+    payload["pull_request"]["head"]["ref"] = "reqdrive/issue-1-feature"
+    payload.setdefault("installation", dict(webhooks.INSTALLATION))
+    for said in (payload.get("comment"), payload.get("review")):
+        if said is not None:
+            said["body"] = "@reqdrive /reqdrive fix it"
+    assert triggers(event, json.dumps(payload).encode()) == []

@@ -25,6 +25,8 @@ query($owner: String!, $name: String!, $number: Int!, $after: String) {
           path
           line
           startLine
+          originalLine
+          originalStartLine
           comments(first: 50) {
             nodes {
               fullDatabaseId
@@ -74,6 +76,10 @@ class ReviewThread:
     start_line: int | None
     comments: list[ThreadComment] = field(default_factory=list)
     outdated: bool = False
+    # Where the thread was when written: GitHub gives `line` null once the lines it was on
+    # changed or their file was deleted, and keeps these.
+    original_line: int | None = None
+    original_start_line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,8 @@ def _thread(node: dict[str, Any]) -> ReviewThread:
         start_line=node.get("startLine"),
         comments=comments,
         outdated=bool(node.get("isOutdated")),
+        original_line=node.get("originalLine"),
+        original_start_line=node.get("originalStartLine"),
     )
 
 

@@ -24,6 +24,7 @@ from worker.model.state import StoryRecord
 MAX_FEEDBACK_STORIES = 10
 TITLE_PATH_CHARS = 120
 FIX_RE = re.compile(r"\A\s{0,3}/reqdrive[ \t]+fix\b[ \t]*", re.IGNORECASE)
+GONE_REVIEW_STATES = frozenset({"DISMISSED", "PENDING"})
 CRITERIA = [
     "The change the reviewer asks for is made in the code",
     "Every test that passed before still passes",
@@ -51,14 +52,25 @@ class Rules:
 def feedback_stories(waiting: Waiting, rules: Rules, first_number: int) -> list[StoryRecord]:
     """New FB- stories, numbered from `first_number`: each unresolved thread a person with the
     permission wrote in since a bot (reqdrive) last spoke in it, each review body that asks
-    reqdrive for a change, each `/reqdrive fix <text>`; none whose source a story has."""
+    reqdrive for a change, each `/reqdrive fix <text>`; none whose source a story has. At
+    most MAX_FEEDBACK_STORIES: `left_waiting` counts the rest, which the next run takes."""
+    fresh = fresh_sources(waiting, rules)[:MAX_FEEDBACK_STORIES]
+    return [_story(feedback_id(first_number + n), s) for n, s in enumerate(fresh)]
+
+
+def left_waiting(waiting: Waiting, rules: Rules) -> int:
+    """How many fresh sources one run leaves for the next (beyond MAX_FEEDBACK_STORIES)."""
+    return max(len(fresh_sources(waiting, rules)) - MAX_FEEDBACK_STORIES, 0)
+
+
+def fresh_sources(waiting: Waiting, rules: Rules) -> list[StorySource]:
+    """Every source of feedback waiting that no story of the run answers yet, in order."""
     sources = [
         *(s for t in waiting.threads if (s := _thread_source(t, rules))),
         *(s for r in waiting.reviews if (s := _review_source(r, rules))),
         *(s for c in waiting.comments if (s := _comment_source(c, rules))),
     ]
-    fresh = [s for s in sources if s.key not in rules.known][:MAX_FEEDBACK_STORIES]
-    return [_story(feedback_id(first_number + n), s) for n, s in enumerate(fresh)]
+    return [s for s in sources if s.key not in rules.known]
 
 
 def _thread_source(thread: ReviewThread, rules: Rules) -> StorySource | None:
@@ -77,8 +89,9 @@ def _thread_source(thread: ReviewThread, rules: Rules) -> StorySource | None:
         thread_id=thread.id,
         reply_to=thread.comments[0].id,
         path=thread.path,
-        line=thread.line,
-        start_line=thread.start_line,
+        line=thread.line if thread.line is not None else thread.original_line,
+        start_line=thread.start_line if thread.line is not None else thread.original_start_line,
+        outdated=thread.outdated or thread.line is None,
         diff_hunk=cut_hunk(thread.comments[0].diff_hunk),
         comments=[_quoted(c.author, c.body) for c in shown[-MAX_COMMENTS:]],
         url=people[-1].url,
@@ -89,9 +102,14 @@ def _review_source(review: Said, rules: Rules) -> StorySource | None:
     if review.is_bot or not rules.allowed(review.author):
         return None
     state = review.state.upper()
-    asks = FIX_RE.match(review.body) is not None or (
-        state != "APPROVED"
-        and (state == "CHANGES_REQUESTED" or mentions(review.body, rules.app_slug))
+    if state in GONE_REVIEW_STATES:
+        return None  # dismissed by a maintainer, or not submitted: it asks nothing any more
+    # An approval that mentions the App still asks it for something ("LGTM, @reqdrive rename
+    # x"): the trigger took it as a request, so the job does not drop it silently.
+    asks = (
+        FIX_RE.match(review.body) is not None
+        or state == "CHANGES_REQUESTED"
+        or mentions(review.body, rules.app_slug)
     )
     text = FIX_RE.sub("", review.body, count=1).strip()
     if not asks or not text:
@@ -155,3 +173,22 @@ def _plain(text: str) -> str:
         ch for ch in text if (unicodedata.category(ch)[0] != "C" and not ch.isspace()) or ch == " "
     )
     return kept[:TITLE_PATH_CHARS] or "?"
+
+
+def addressed(threads: list[ReviewThread], comment_id: int, app_slug: str | None) -> bool:
+    """Is the line comment `comment_id` asking reqdrive? It mentions the App or says
+    `/reqdrive fix`, or it answers in a thread where reqdrive replied before it. A comment
+    not found (deleted since) asks nothing."""
+    for thread in threads:
+        ids = [c.id for c in thread.comments]
+        if comment_id not in ids:
+            continue
+        at = ids.index(comment_id)
+        comment = thread.comments[at]
+        if mentions(comment.body, app_slug) or FIX_RE.match(comment.body):
+            return True
+        # Without the slug (REQDRIVE_APP_SLUG unset) reqdrive's replies cannot be told from
+        # another App's: any App's reply before it counts.
+        own = f"{app_slug}[bot]" if app_slug else None
+        return any(c.is_bot and own in (None, c.author) for c in thread.comments[:at])
+    return False

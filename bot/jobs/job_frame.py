@@ -130,12 +130,22 @@ def reply(client: RepoClient, request: RunRequest, text: str) -> None:
     client.reply(request.issue_number, text, marker=REPLY_MARKER.format(key=key))
 
 
+def _from_review(request: RunRequest) -> bool:
+    return request.review_id is not None or request.review_comment_id is not None
+
+
 def _refuse(client: RepoClient, request: RunRequest, refusal: Refusal, *, checks: bool) -> None:
     """The reply (or commit comment) saying why; and a check run, if this job's token may write
     one: a `/reqdrive status` or `cancel` token has no `checks`, and GitHub would answer 403."""
     if not refusal.message:
         return  # dropped on purpose (a push outside requirementsDir)
-    if request.issue_number is not None:
+    if request.issue_number is not None and request.comment_id is None and _from_review(request):
+        # A review's body and each of its line comments arrive as deliveries of their own:
+        # the reviewer is refused once per pull request, not once per thread. (A command
+        # comment has its own reply, like any command.)
+        marker = REPLY_MARKER.format(key=f"feedback-refused-{request.sender}")
+        client.reply(request.issue_number, refusal.message, marker=marker)
+    elif request.issue_number is not None:
         reply(client, request, refusal.message)
     elif request.head_sha:
         client.commit_comment(request.head_sha, refusal.message)

@@ -135,6 +135,7 @@ class Comment(BaseModel):
     id: Id
     body: Text
     user: User
+    in_reply_to_id: Id | None = None  # a line comment answering in an existing thread
 
 
 class Review(BaseModel):

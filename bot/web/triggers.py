@@ -149,7 +149,11 @@ def review_comment_created(event: Event, ctx: TriggerContext) -> list[Trigger]:
         return []
     if comment.user.is_bot:
         return []
-    if not (mentions(comment.body, ctx.app_slug) or _asks_fix(comment.body)):
+    # A reply in a thread ("still wrong") may answer reqdrive's own reply there without
+    # naming it; intake cannot see the thread, so the job reads it and drops a reply in a
+    # thread reqdrive never spoke in, silently (bot/jobs/feedback.py `addressed`).
+    asked = mentions(comment.body, ctx.app_slug) or _asks_fix(comment.body)
+    if not asked and comment.in_reply_to_id is None:
         return []
     return [
         _request(event, JobKind.FEEDBACK, issue_number=pull.number, review_comment_id=comment.id)

@@ -178,9 +178,9 @@ def test_a_thread_reqdrive_answered_last_is_not_taken_again_until_a_person_repli
     scene.work()
     assert scene.project.calls() == calls_before
 
-    add_reply(gh, thread, "alice", "It must return 7, not 8.")
+    still_wrong = add_reply(gh, thread, "alice", "It must return 7, not 8.")  # names no App
     scene.scenario({"stories": {"FB-002": [feature("fb_one", 7)]}})
-    feedback(scene, number, review_comment_id=1)
+    feedback(scene, number, review_comment_id=still_wrong)
     scene.work()
 
     assert stories_of(scene)["FB-002"] is StoryState.PASSED
@@ -199,13 +199,13 @@ def test_feedback_while_the_run_runs_waits_and_runs_once_after_it_ends(scene: Sc
         [{"path": "feature_1.py", "line": 2, "body": "Add fb_one, worth 7."}],
     )  # fmt: skip
     feedback(scene, number, review_id=review_id)
-    add_reply(gh, one, "alice", "@reqdrive and keep it short")
-    feedback(scene, number, review_comment_id=99)
+    short = add_reply(gh, one, "alice", "/reqdrive fix and keep it short")
+    feedback(scene, number, review_comment_id=short)
     calls_before = scene.project.calls()
     scene.work()
     assert scene.project.calls() == calls_before  # both wait: nothing ran beside the run
     waiting = FeedbackWaiting(scene.conn).take(run_id)
-    assert waiting is not None and '"review_comment_id":99' in waiting  # the newest of them
+    assert waiting is not None and f'"review_comment_id":{short}' in waiting  # the newest
     FeedbackWaiting(scene.conn).put(run_id, waiting)
 
     scene.records().ended(run_id)  # the run ends: `/reqdrive run` on the PR stands for it

@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -453,7 +454,26 @@ def _create_pull(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
 
 @_route("GET", REPO + r"/pulls/(?P<n>\d+)")
 def _pull(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
-    return gh.pulls.get((m["repo"], int(m["n"]))) or (404, {"message": "Not Found"})
+    pull = gh.pulls.get((m["repo"], int(m["n"])))
+    if pull is None:
+        return 404, {"message": "Not Found"}
+    # GitHub's head sha is the branch's as it is now: the runs push to the local remote
+    # directly, so the fake asks it (a feedback run builds on the head the PR reports).
+    head = _remote_head(gh, m["repo"], pull["head"]["ref"])
+    if head:
+        pull["head"]["sha"] = head
+    return pull
+
+
+def _remote_head(gh: FakeGitHub, repo: str, branch: str) -> str | None:
+    remote = str(gh.repos.get(repo, {}).get("clone_url") or "")
+    if not remote.startswith("/"):
+        return None
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "-q", f"refs/heads/{branch}"],
+        cwd=remote, capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    return found.stdout.strip() or None
 
 
 @_route("PATCH", REPO + r"/pulls/(?P<n>\d+)")

@@ -64,8 +64,10 @@ def add_review(
             "isResolved": False,
             "isOutdated": False,
             "path": spec["path"],
-            "line": spec["line"],
+            "line": spec["line"],  # None: outdated (its lines changed, or the file went)
             "startLine": spec.get("start_line"),
+            "originalLine": spec.get("original_line", spec["line"]),
+            "originalStartLine": spec.get("original_start_line", spec.get("start_line")),
             "_comments": [],
         }
         _comment(gh, thread_id, user, spec["body"], review_id, spec.get("diff_hunk", ""))
@@ -211,7 +213,10 @@ def _reply(gh: FakeGitHub, m: re.Match[str], body: Any, q: Any) -> Any:
 
 # GraphQL ------------------------------------------------------------------------------------
 
-THREAD_FIELDS = ("id", "isResolved", "isOutdated", "path", "line", "startLine")
+THREAD_FIELDS = (
+    "id", "isResolved", "isOutdated", "path", "line", "startLine", "originalLine",
+    "originalStartLine",
+)  # fmt: skip
 
 
 def answers(query: str) -> bool:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from bot.github.review_threads import ReviewThread, ThreadComment
+from bot.jobs.feedback_stories import addressed
 from bot.requests import JobKind, RunRequest
 from bot.web.triggers import TriggerContext
 from tests.support import webhooks
@@ -103,3 +107,58 @@ def test_reqdrive_fix_in_a_pr_comment_is_a_feedback_job_and_a_bots_is_not() -> N
 
 def test_the_ctx_the_tests_use_knows_the_apps_slug() -> None:
     assert CTX.app_slug == "reqdrive"
+
+
+def test_a_reply_in_a_thread_naming_no_one_is_left_for_the_job_to_judge() -> None:
+    """ "still wrong" answering reqdrive's reply: only the job can read the thread."""
+    payload = json.loads(webhooks.review_comment("still wrong"))
+    assert triggers("pull_request_review_comment", json.dumps(payload).encode()) == []
+    payload["comment"]["in_reply_to_id"] = 426899381
+    webhooks.validate("pull_request_review_comment", payload)
+    [request] = triggers("pull_request_review_comment", json.dumps(payload).encode())
+    assert request.kind is JobKind.FEEDBACK and request.review_comment_id == 284312630
+
+
+def test_the_job_takes_a_reply_only_where_reqdrive_spoke_before_it_or_when_it_is_asked() -> None:
+    def said(cid: int, who: str, body: str, bot: bool = False) -> ThreadComment:
+        return ThreadComment(id=cid, author=who, is_bot=bot, body=body)
+
+    answered = ReviewThread("T1", False, "a.py", 3, None, [
+        said(1, "alice", "rename x"), said(2, "reqdrive[bot]", "❌ did not pass", True),
+        said(3, "alice", "still wrong"),
+    ])  # fmt: skip
+    people = ReviewThread("T2", False, "a.py", 4, None, [
+        said(4, "alice", "why?"), said(5, "bob", "because"), said(6, "carol", "@reqdrive do it"),
+        said(7, "dave", "ok", False),
+    ])  # fmt: skip
+    other_bot = ReviewThread("T3", False, "a.py", 5, None, [
+        said(8, "alice", "x"), said(9, "linter[bot]", "style", True), said(10, "alice", "meh"),
+    ])  # fmt: skip
+    threads = [answered, people, other_bot]
+    assert addressed(threads, 3, "reqdrive")
+    assert not addressed(threads, 5, "reqdrive")  # two people talking
+    assert addressed(threads, 6, "reqdrive") and not addressed(threads, 7, "reqdrive")
+    assert not addressed(threads, 10, "reqdrive")  # another App spoke, not reqdrive
+    assert not addressed(threads, 99, "reqdrive")  # deleted since
+    assert addressed(threads, 10, None)  # no slug configured: any App's reply may be ours
+
+
+@pytest.mark.parametrize(
+    ("event", "name"),
+    [
+        ("pull_request_review_comment", "edited"),
+        ("pull_request_review", "dismissed"),
+    ],
+)
+def test_an_edited_comment_or_a_dismissed_review_starts_nothing(event: str, name: str) -> None:
+    """An edit of a comment a run took is not a new request (the reviewer replies for that),
+    and a dismissed review asks nothing: neither may loop a run on the same words."""
+    example = "created.payload.json" if "comment" in event else "submitted.payload.json"
+    payload = webhooks.example(event, example)
+    payload["action"] = name  # the fields triggers read are the same in GitHub's examples
+    payload["pull_request"]["head"]["ref"] = "reqdrive/issue-1-feature"
+    payload.setdefault("installation", dict(webhooks.INSTALLATION))
+    for said in (payload.get("comment"), payload.get("review")):
+        if said is not None:
+            said["body"] = "@reqdrive /reqdrive fix it"
+    assert triggers(event, json.dumps(payload).encode()) == []

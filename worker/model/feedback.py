@@ -54,6 +54,7 @@ class StorySource(BaseModel):
     path: str | None = None
     line: int | None = None
     start_line: int | None = None
+    outdated: bool = False  # the lines changed since (or the file went): line is the original
     diff_hunk: str = ""
     comments: list[FeedbackComment] = Field(default_factory=list)
     url: str = ""
@@ -63,9 +64,10 @@ class StorySource(BaseModel):
         """ "src/app.py lines 3-7", "src/app.py line 7", or the path alone."""
         if self.path is None:
             return ""
+        was = " (outdated: as it was when commented)" if self.outdated else ""
         if self.start_line and self.line and self.start_line != self.line:
-            return f"{self.path} lines {self.start_line}-{self.line}"
-        return f"{self.path} line {self.line}" if self.line else self.path
+            return f"{self.path} lines {self.start_line}-{self.line}{was}"
+        return f"{self.path} line {self.line}{was}" if self.line else f"{self.path}{was}"
 
 
 def feedback_id(number: int) -> str:

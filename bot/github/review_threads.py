@@ -115,33 +115,25 @@ def review_threads(client: RepoClient, number: int) -> list[ReviewThread]:
 def reviews(client: RepoClient, number: int) -> list[Said]:
     """The pull request's reviews with a body (REST `GET .../pulls/{n}/reviews`)."""
     url = f"/repos/{client.full_name}/pulls/{number}/reviews"
-    return [
-        Said(
-            id=int(r["id"]),
-            author=_login(r.get("user")),
-            is_bot=_is_bot(r.get("user")),
-            body=r.get("body") or "",
-            state=str(r.get("state") or ""),
-            url=str(r.get("html_url") or ""),
-        )
-        for r in _pages(client, url)
-        if r.get("body")
-    ]
+    return [_said(r) for r in _pages(client, url) if r.get("body")]
 
 
 def issue_comments(client: RepoClient, number: int) -> list[Said]:
     """The pull request's conversation comments (REST `GET .../issues/{n}/comments`)."""
     url = f"/repos/{client.full_name}/issues/{number}/comments"
-    return [
-        Said(
-            id=int(c["id"]),
-            author=_login(c.get("user")),
-            is_bot=_is_bot(c.get("user")),
-            body=c.get("body") or "",
-            url=str(c.get("html_url") or ""),
-        )
-        for c in _pages(client, url)
-    ]
+    return [_said(c) for c in _pages(client, url)]
+
+
+def _said(item: dict[str, Any]) -> Said:
+    """A review or an issue comment as REST gives it (an issue comment has no `state`)."""
+    return Said(
+        id=int(item["id"]),
+        author=_login(item.get("user")),
+        is_bot=_is_bot(item.get("user")),
+        body=item.get("body") or "",
+        state=str(item.get("state") or ""),
+        url=str(item.get("html_url") or ""),
+    )
 
 
 def reply_in_thread(client: RepoClient, number: int, comment_id: int, body: str) -> None:

@@ -42,10 +42,23 @@ def revision(n: int, mark: str) -> dict[str, Any]:
     }
 
 
+def edited_plan() -> dict[str, Any]:
+    """The plan of the edited text: both stories now also scale by ten. (Stories the edit left
+    word for word keep their earlier verdict and are not built again: replan.py.)"""
+    plan = prd(2)
+    for story in plan["userStories"]:
+        n = story["id"][-1]
+        story["description"] += " scaled by ten"
+        story["acceptanceCriteria"].append(f"feature_{n}.scaled() returns {n}0")
+    return plan
+
+
 def set_stories(scene: Scene, stories: dict[str, list[dict[str, Any]]]) -> None:
-    """What the scripted agent does from its next call on (it reads its scenario every call)."""
+    """What the scripted agent plans and does from its next call on (it reads its scenario
+    every call): the edited text's plan, and these stories' attempts."""
     path = scene.agent_dir / "scenario.json"
     scenario = json.loads(path.read_text())
+    scenario["plan"] = [{"prd": edited_plan()}]
     scenario["stories"] = stories
     path.write_text(json.dumps(scenario))
 

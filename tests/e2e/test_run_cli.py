@@ -104,6 +104,7 @@ def timed_lines(out: str) -> list[str]:
 
 # A story's tests call's check run: its new tests, before its code, must fail.
 TESTS_RUN = "US-00{n} attempt 1, its tests before its code (new ones must fail)"
+ALIKE_RUN = "US-00{n} attempt 1, its new tests run as the proof ran them"
 
 
 def calls(tmp_path: Path) -> list[str]:
@@ -148,6 +149,9 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
         "US-001 attempt 1: agent done, exit 0",
         "US-001 attempt 1: running tests …",
         "US-001 attempt 1: tests: 2 tests, 0 failing",
+        # Its new test again at its own commit, narrowed as the proof ran it: alike.
+        f"{ALIKE_RUN.format(n=1)}: running tests …",
+        f"{ALIKE_RUN.format(n=1)}: tests: 1 test, 0 failing",
         "US-002 attempt 1, its tests call: agent working …",
         "US-002 attempt 1, its tests call: agent done, exit 0",
         f"{TESTS_RUN.format(n=2)}: running tests …",
@@ -156,6 +160,8 @@ def test_a_run_in_a_checkout_leaves_the_working_tree_alone_and_pushes_the_branch
         "US-002 attempt 1: agent done, exit 0",
         "US-002 attempt 1: running tests …",
         "US-002 attempt 1: tests: 3 tests, 0 failing",
+        f"{ALIKE_RUN.format(n=2)}: running tests …",
+        f"{ALIKE_RUN.format(n=2)}: tests: 1 test, 0 failing",
         "verify: checking the final branch",
         # US-002's own run judged the head with the same checks: not run a second time.
         "verify (not run again: this commit was judged with these checks): tests: 3 tests, "

@@ -37,6 +37,9 @@ def test_honest_code_in_any_language_is_not_flagged(tmp_path: Path) -> None:
             "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
             "web/sum.ts": "export const sum = (a: number, b: number) => a + b;\n",
             "pkg/sum.go": "package pkg\n\nfunc Sum(a, b int) int { return a + b }\n",
+            # Prose no check runs may name anything: docs of the variables reqdrive sets.
+            "docs/ci.md": "Set `REQDRIVE_SANDBOX=on` and read `pytest-results.jsonl`.\n",
+            "notes.txt": "REQDRIVE_RESULTS=/tmp/r PYTEST_ADDOPTS=--junitxml=x\n",
         },
     )
     assert runner_reach(repo, pre, commit, TestSide.of(None)) == []

@@ -34,6 +34,8 @@ GATE_RUN_SUFFIXES = {
     ".parent": ", its new tests on the parent (must fail)",
     ".restored": ", the checks as they were before its change",
     "-tests": ", its tests before its code (new ones must fail)",
+    # Its new tests at its own commit, run exactly as the parent proof ran them (selected.py).
+    ".alike": ", its new tests run as the proof ran them",
     # A test that passed before and failed with the story, run again (flaky.py).
     ".parent.rerun1": ", a failing test run again without its change (1 of 2)",
     ".parent.rerun2": ", a failing test run again without its change (2 of 2)",

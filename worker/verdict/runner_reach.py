@@ -53,6 +53,8 @@ BY_SUFFIX = {
     **dict.fromkeys((".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx"), JS),
     ".go": GO,
 }
+# Prose and data no check runs: a README that documents REQDRIVE_SANDBOX reaches nothing.
+PROSE = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc", ".csv", ".svg"})
 SHOWN = 5  # findings named in the reason
 
 
@@ -72,7 +74,8 @@ def runner_reach(cwd: Path, pre: str, commit: str, side: TestSide) -> list[str]:
             match = re.search(r"\+(\d+)", text)
             line = int(match.group(1)) if match else 0
         elif text.startswith("+") and path and not side.covers(path):
-            rules = (*BY_SUFFIX.get(PurePosixPath(path).suffix, ()), *ANY)
+            suffix = PurePosixPath(path).suffix.lower()
+            rules = () if suffix in PROSE else (*BY_SUFFIX.get(suffix, ()), *ANY)
             for pattern, said in rules:
                 finding = f"{path}:{line} {said}"
                 if pattern.search(text[1:]) and not any(

@@ -19,7 +19,7 @@ from worker.verdict.runners import PLUGIN_DIR, detect_runner
 
 PYTHON_BIN = str(Path(sys.executable).parent)
 ENV = {"PATH": f"{PYTHON_BIN}:{os.environ['PATH']}", "LANG": "C.UTF-8"}
-PYTEST = "python -m pytest -q -p no:cacheprovider"
+PYTEST = "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
 SAMPLE = """
 import pytest
 

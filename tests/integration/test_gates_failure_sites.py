@@ -15,7 +15,7 @@ from worker.model.gates import FailureSite, GateResult, GateSpec, TestStatus
 from worker.verdict.gates import run_gates
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
+PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
 TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa9"
 TESTS = """import helper
 

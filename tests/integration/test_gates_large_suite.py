@@ -36,7 +36,9 @@ def test_a_suite_whose_ids_exceed_a_record_is_read_whole(tmp_path: Path) -> None
         "TMPDIR": str(home / "tmp"),
     }
     result = run_gate(
-        GateSpec(name="tests", command="python -m pytest -q -p no:cacheprovider"),
+        GateSpec(
+            name="tests", command="python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
+        ),
         cwd=repo,
         env=env,
         output_dir=tmp_path / "out",

@@ -16,7 +16,7 @@ from worker.verdict.gates import run_gate
 
 PYTHON_BIN = str(Path(sys.executable).parent)
 ENV = {"PATH": f"{PYTHON_BIN}:{os.environ['PATH']}", "LANG": "C.UTF-8"}
-PYTEST = "python -m pytest -q -p no:cacheprovider"
+PYTEST = "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
 # A module that says it was imported: collecting it imports it.
 SEEN = "import pathlib\npathlib.Path(__file__).with_suffix('.seen').touch()\n\n"
 

@@ -17,7 +17,7 @@ from worker.model.state import AttemptOutcome, RunResult, StoryState
 
 PYTHON_DIR = os.path.dirname(sys.executable)
 GATE_PATH = f"{PYTHON_DIR}:/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
-PYTEST = "python -m pytest -q -p no:cacheprovider"
+PYTEST = "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
 
 
 @pytest.fixture

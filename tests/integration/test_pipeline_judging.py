@@ -20,7 +20,7 @@ from worker.model.state import AttemptOutcome, RunResult, StoryState
 PYTHON_DIR = os.path.dirname(sys.executable)
 # The operator's interpreter comes first on the checks' PATH: `python` is the one with pytest.
 GATE_PATH = f"{PYTHON_DIR}:/usr/bin:/bin"
-PLAIN_PYTEST = "python -m pytest -q -p no:cacheprovider"
+PLAIN_PYTEST = "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
 JUNIT_PYTEST = f"{PLAIN_PYTEST} --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement arrives with its tests already written and failing (test-first).
 CALC_TESTS = (

@@ -88,7 +88,10 @@ def shout_prd() -> dict[str, Any]:
 
 def shout_project(make_project: MakeProject, config: dict[str, Any] | None = None) -> Project:
     return make_project(
-        config={"testCommand": "python -m pytest -q -p no:cacheprovider", **(config or {})},
+        config={
+            "testCommand": "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest",
+            **(config or {}),
+        },
         files={"docs/requirements/REQ-001-demo.md": REQUIREMENT},
     )
 
@@ -290,7 +293,7 @@ def test_wording_the_repository_held_before_the_change_does_not_stop_the_review(
     # repository saying so before the story tells the blind reviewer nothing new. Seen on a
     # real project (mpath): its old test's title was the requirement's sentence.
     project = make_project(
-        config={"testCommand": "python -m pytest -q -p no:cacheprovider"},
+        config={"testCommand": "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"},
         files={
             "docs/requirements/REQ-001-demo.md": REQUIREMENT,
             "OPERATIONS.md": f"Wanted one day: {CRITERIA[0].lower()}.\n",

@@ -26,7 +26,7 @@ FEATURE = {"feature.py": "from helper import one\n\n\ndef value():\n    return o
 MARKED = {"feature.py": "# v2\n" + FEATURE["feature.py"]}
 # The setup installs the package into the worktree's .venv, as `pip install` would.
 SETUP = "mkdir -p .venv/lib && printf 'def one():\\n    return 1\\n' > .venv/lib/helper.py"
-GATE = "PYTHONPATH=.venv/lib python -m pytest -q -p no:cacheprovider"
+GATE = "PYTHONPATH=.venv/lib python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
 # Run by the agent: the installed package edited to answer 1 only when feature.py carries
 # the marker (the story's commit), 0 on its parent: a test failing there, passing here.
 FORGED = (

@@ -74,7 +74,7 @@ def test_a_python_outside_usr_is_shown_to_the_checks_and_the_stories_pass(
     # The repository's own test proves which interpreter ran the checks.
     check = f"import sys\n\n\ndef test_env():\n    assert sys.prefix == {str(venv)!r}\n"
     project = make_project(
-        {"testCommand": "python -m pytest -q -p no:cacheprovider"},
+        {"testCommand": "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"},
         files={"tests/test_env.py": check},
     )
     first = shim(tmp_path / "manager", venv / "bin" / "python") if behind_shim else venv / "bin"

@@ -66,10 +66,11 @@ class TestsCall:
         reverted = [ctx.redactor.redact(p) for p in reverted]
         noted = _reverted_note(reverted)
         if not ctx.git.has_change(self.start):
-            # A CI-fix story is judged on the tests CI failed that the worker reproduced (or,
-            # with none, pass→pass and the next CI result); a feedback story whose comment
-            # changes no behaviour (a rename, a docstring) has no test to write: both are
-            # judged on every other test (pass→pass) when they bring none of their own.
+            # A CI-fix story is judged on the tests CI failed that the worker reproduced; a
+            # feedback story whose comment changes no behaviour (a rename, a docstring) has no
+            # test to write. Both go on to their implement call without one, but with no
+            # fail→pass test of their own they end "needs review" at best, never "passed"
+            # (story_verdict.unproven): pass→pass alone does not show the work done.
             baseline = tests_by_id(ctx.cp.baseline or []) or {}
             added_later = self.record.ci is not None or self.record.source is not None
             if added_later or proven_tests(self.record, baseline):

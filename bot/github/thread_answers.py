@@ -52,6 +52,8 @@ def answer_text(story: StoryRecord, attempt: AttemptRecord) -> str:
         done = " Resolving this thread." if in_thread else ""
         return f"✅ **{sid} passed**{commits}: {how}.{done}"
     why = inline_text(attempt.reason or str(attempt.outcome))[:REASON_CHARS]
+    if story.state is StoryState.NEEDS_REVIEW:
+        return _needs_review(story, sid, commits, why, in_thread=in_thread)
     tries = len(story.attempts)
     again = (
         "This thread stays open. Reply here with more detail and mention the App or comment "
@@ -63,6 +65,28 @@ def answer_text(story: StoryRecord, attempt: AttemptRecord) -> str:
         f"❌ **{sid} did not pass** ({inline_text(str(story.state))} after {tries} "
         f"attempt{'s' if tries != 1 else ''}){commits}: {why}\n\n"
         f"{again} or comment `/reqdrive retry {story.id}` to try again."
+    )
+
+
+def _needs_review(story: StoryRecord, sid: str, commits: str, why: str, *, in_thread: bool) -> str:
+    """A change kept on the branch that the worker will not call done (no test of its own
+    showed the comment addressed, a change to what a gate runs, ...): a person checks it.
+    Never worded as done, and the thread is left for that person to resolve."""
+    check = (
+        f"please check the change (commit {story.commit[:12]}) yourself"
+        if story.commit
+        else "reqdrive changed nothing for it: please check the branch as it is yourself"
+    )
+    after = (
+        "This thread stays open: resolve it if the change does what you asked, or reply here "
+        "with more detail and mention the App or comment `/reqdrive fix`,"
+        if in_thread
+        else "Comment `/reqdrive fix` with more detail if it does not do what you asked,"
+    )
+    return (
+        f"⚠️ **{sid} needs review**{commits}: {why}\n\n"
+        f"reqdrive does not call this done: {check}. "
+        f"{after} or comment `/reqdrive retry {story.id}` to try again."
     )
 
 

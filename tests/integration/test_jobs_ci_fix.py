@@ -175,9 +175,15 @@ def test_ci_failing_again_after_the_last_attempt_stops_and_says_so_once(scene: S
     restyle = {"write": {"feature_1.py": "def value():\n    return 1  # styled\n"}}
     scene.scenario({"stories": {"CI-001": [restyle]}})
 
-    ci_result(scene, pull, log=LINT_LOG)  # no test named: not reproduced, judged pass→pass
+    ci_result(scene, pull, log=LINT_LOG)  # no test named: not reproduced, CI's next result decides
     story = checkpoint(scene, pull).story("CI-001")
-    assert story.state is StoryState.PASSED, story.attempts
+    # Pushed and kept, but no test the worker ran showed CI fixed: never "passed".
+    assert story.state is StoryState.NEEDS_REVIEW, story.attempts
+    assert "no test the worker ran showed the CI failure fixed" in story.attempts[-1].reason
+    assert "the next CI result decides" in story.attempts[-1].reason
+    assert story.commit is not None and story.commit == git(
+        scene.remote, "rev-parse", pull["head"]["ref"]
+    )
     assert story.ci is not None and story.ci.reproduced == []
     assert "not reproduced locally: the next CI result judges it" in story.notes
     calls = scene.project.calls()

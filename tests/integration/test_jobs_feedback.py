@@ -158,6 +158,84 @@ def test_a_fix_that_breaks_another_test_is_not_resolved_and_the_reply_names_the_
     )
 
 
+def test_a_fix_with_no_test_of_its_own_needs_review_and_its_thread_stays_open(
+    scene: Scene,
+) -> None:
+    """A hostile agent answers a thread with a trivial edit and no test: pass→pass alone must
+    not make it "passed". The honest thread beside it, with a test failing before and passing
+    after, still passes and is resolved."""
+    gh = scene.gh
+    pull = open_pull(scene)
+    number = pull["number"]
+    review_id, (honest, gamed) = add_review(
+        gh, REPO, number, "alice", "CHANGES_REQUESTED", "",
+        [{"path": "feature_1.py", "line": 2, "body": "Add fb_one, worth 7."},
+         {"path": "feature_1.py", "line": 1, "body": "value() must reject negative input."}],
+    )  # fmt: skip
+    trivial = {"write": {"feature_1.py": "def value():\n    return 1  # reviewed\n"}}
+    scene.scenario({"stories": {"FB-001": [feature("fb_one", 7)], "FB-002": [trivial]}})
+    calls_before = scene.project.calls()
+
+    feedback(scene, number, review_id=review_id)
+    scene.work()
+
+    assert scene.project.calls()[len(calls_before) :] == [
+        "FB-001 1 tests",
+        "FB-001 1",
+        "FB-002 1 tests",
+        "FB-002 1",  # one attempt: kept for a person, not retried
+    ]
+    assert stories_of(scene) == {
+        "US-001": StoryState.PASSED,
+        "FB-001": StoryState.PASSED,
+        "FB-002": StoryState.NEEDS_REVIEW,
+    }
+    [honest_reply] = replies_in(gh, honest)
+    assert "**`FB-001` passed**" in honest_reply and resolved(gh, honest)
+    branch = pull["head"]["ref"]
+    [(gamed_sha, _)] = [(sha, s) for sha, s in _log(scene, branch) if "[FB-002]" in s]
+    [gamed_reply] = replies_in(gh, gamed)
+    assert "**`FB-002` needs review**" in gamed_reply
+    assert "no test of its own shows the review comment addressed" in gamed_reply
+    assert f"please check the change (commit {gamed_sha[:12]})" in gamed_reply
+    assert "passed" not in gamed_reply and "Resolving" not in gamed_reply
+    assert "This thread stays open" in gamed_reply
+    assert not resolved(gh, gamed)
+    [pull] = gh.pulls_of(REPO)
+    assert pull["draft"] is True  # never "passed, ready" on a pass→pass alone
+    assert "FB-002 (needs review)" in pull["body"]
+
+
+def test_a_thread_answered_by_a_test_of_the_pull_requests_earlier_work_is_not_resolved(
+    scene: Scene,
+) -> None:
+    """A hostile tests call writes a test of what US-001 already built (it fails on the base
+    commit and passes at the head) and changes nothing: not "passed (nothing to change)"."""
+    gh = scene.gh
+    pull = open_pull(scene)
+    number = pull["number"]
+    review_id, (thread,) = add_review(
+        gh, REPO, number, "alice", "CHANGES_REQUESTED", "",
+        [{"path": "feature_1.py", "line": 2, "body": "value() must reject negative input."}],
+    )  # fmt: skip
+    again = "import feature_1\n\n\ndef test_again():\n    assert feature_1.value() == 1\n"
+    scene.scenario({"stories": {"FB-001": [{"write": {"tests/test_again.py": again}}]}})
+    calls_before = scene.project.calls()
+
+    feedback(scene, number, review_id=review_id)
+    scene.work()
+
+    assert scene.project.calls()[len(calls_before) :] == ["FB-001 1 tests"]
+    assert stories_of(scene)["FB-001"] is StoryState.NEEDS_REVIEW
+    [reply] = replies_in(gh, thread)
+    assert "**`FB-001` needs review**" in reply
+    assert "no test of its own shows the review comment addressed" in reply
+    assert "passed" not in reply.replace("tests pass on the branch", "")
+    assert "Resolving" not in reply
+    assert not resolved(gh, thread)
+    assert gh.pulls_of(REPO)[0]["draft"] is True
+
+
 def test_a_thread_reqdrive_answered_last_is_not_taken_again_until_a_person_replies(
     scene: Scene,
 ) -> None:

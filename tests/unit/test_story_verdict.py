@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
+from worker.model.feedback import AddedBy
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome
 from worker.verdict.flaky import Reruns
-from worker.verdict.story_verdict import Evidence, decide
+from worker.verdict.story_verdict import Evidence, decide, decide_unchanged
 
 PASSED, FAILED = TestStatus.PASSED, TestStatus.FAILED
 
@@ -315,3 +317,91 @@ def test_a_failing_story_does_not_run_its_tests_again_as_on_its_parent() -> None
         alike_at_head=never_alike,
     )
     assert verdict.outcome is AttemptOutcome.GATES_FAILED
+
+
+def added_later(
+    results: list[GateResult], by: AddedBy, *, owned: Sequence[str] = (), added: Sequence[str] = ()
+) -> Evidence:
+    """A story added after the plan: it owns `owned` (CI's failing tests it reproduced) and
+    the tests it added; nothing when it brought no test."""
+    return Evidence(BEFORE, results, ["tests"], owned={*owned, *added}, added=added, added_by=by)
+
+
+def test_a_feedback_story_passing_on_pass_to_pass_alone_needs_review_never_passes() -> None:
+    verdict = decide(
+        added_later([gate(old=PASSED, wanted=FAILED)], AddedBy.REVIEW),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+    assert verdict.reason.startswith(
+        "no test of its own shows the review comment addressed (none failed without its "
+        "change and passes with it): a person reads the change"
+    )
+
+
+def test_a_ci_fix_story_with_no_reproduced_test_needs_review_and_ci_decides() -> None:
+    verdict = decide(
+        added_later([gate(old=PASSED, wanted=FAILED)], AddedBy.CI),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+    assert "no test the worker ran showed the CI failure fixed" in verdict.reason
+    assert verdict.reason.endswith("the next CI result decides")
+
+
+def test_a_story_added_later_with_a_proven_fail_to_pass_test_still_passes() -> None:
+    with_test = decide(
+        added_later([gate(old=PASSED, wanted=FAILED, new=PASSED)], AddedBy.REVIEW, added=["new"]),
+        rerun_alone=never_rerun,
+        added_at_parent=lambda: {"new": "failed"},
+        gates_as_they_were=never_as_they_were,
+    )
+    reproduced = decide(
+        added_later([gate(old=PASSED, wanted=PASSED)], AddedBy.CI, owned=["wanted"]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert (with_test.outcome, with_test.reason) == (AttemptOutcome.PASSED, "")
+    assert (reproduced.outcome, reproduced.reason) == (AttemptOutcome.PASSED, "")
+
+
+def test_a_story_added_later_whose_only_own_test_passed_before_is_not_proven() -> None:
+    """A test it owns that already passed shows nothing: still "needs review"."""
+    verdict = decide(
+        added_later([gate(old=PASSED, wanted=FAILED)], AddedBy.CI, owned=["old"]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+
+
+def test_a_planned_story_is_not_held_to_the_added_later_rule() -> None:
+    verdict = decide(
+        Evidence(BEFORE, [gate(old=PASSED, wanted=FAILED)], ["tests"]),
+        rerun_alone=never_rerun,
+        added_at_parent=never_at_parent,
+        gates_as_they_were=never_as_they_were,
+    )
+    assert verdict.outcome is AttemptOutcome.PASSED
+
+
+def test_a_story_added_later_is_never_done_with_nothing_to_change() -> None:
+    """Tests that pass at the head with no change show the branch's earlier work, not the
+    review comment addressed: needs review, where a planned story would be done."""
+    results = [gate(old=PASSED, wanted=FAILED, again=PASSED)]
+    planned = Evidence(BEFORE, results, ["tests"], owned={"again"}, proven={"again"})
+    later = replace(planned, added_by=AddedBy.REVIEW)
+    assert decide_unchanged(planned).outcome is AttemptOutcome.NOTHING_TO_CHANGE
+    verdict = decide_unchanged(later)
+    assert verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+    assert verdict.reason == (
+        "no test of its own shows the review comment addressed (none failed without its "
+        "change and passes with it): a person reads the change; "
+        "its tests pass on the branch as it is: again"
+    )

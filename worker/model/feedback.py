@@ -19,6 +19,15 @@ MAX_HUNK_CHARS = 6_000
 QUOTE_TAG = "review-comment"
 
 
+class AddedBy(StrEnum):
+    """What added a story to a pull request's run after its plan. Such a story may come
+    without a test (a comment that changes no behaviour, a CI failure not reproduced here),
+    and without one it cannot be shown done (worker/verdict/story_verdict.py)."""
+
+    REVIEW = "review feedback"  # FB-: a review thread, a review's body, `/reqdrive fix`
+    CI = "red CI"  # CI-: the repository's CI failed on the branch
+
+
 class SourceKind(StrEnum):
     """Where a feedback story came from, which decides how it is answered."""
 

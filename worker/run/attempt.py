@@ -31,6 +31,7 @@ from worker.verdict.runner_reach import reach_note, what_reaches
 from worker.verdict.secret_scan import SecretScanner
 from worker.verdict.story_verdict import (
     Evidence,
+    added_by,
     decide,
     decide_unchanged,
     own_tests,
@@ -55,6 +56,10 @@ ATTEMPT_FAILURES: dict[type[Exception], str] = {
     OSError: "the worker could not read or write what the agent left (a full disk?)",
     ValueError: "the worker refused to read what the agent left",  # a parser's refusal
 }
+
+# A tests call whose tests already pass at the head decides the story there (nothing_to_change):
+# done, or, for a story added after the plan, needs review.
+DECIDED_AT_TESTS_CALL = (AttemptOutcome.NOTHING_TO_CHANGE, AttemptOutcome.NEEDS_REVIEW)
 
 
 class StoryAttempt:
@@ -104,8 +109,8 @@ class StoryAttempt:
         ):
             call = TestsCall(ctx, record, iteration=self.iteration, number=self.number)
             frozen, said = call.run(self._prompt_values("tests"))
-            if said.outcome is AttemptOutcome.NOTHING_TO_CHANGE:
-                return said  # decided at its tests call; its earlier frozen tests stay
+            if said.outcome in DECIDED_AT_TESTS_CALL:
+                return said  # its earlier frozen tests stay
             record.frozen = frozen
             if frozen is None:
                 return said
@@ -190,6 +195,7 @@ class StoryAttempt:
             [g.name for g in ctx.gates],
             owned=owned,
             proven=proven,
+            added_by=added_by(self.record),
         )
         verdict = decide_unchanged(evidence)
         why = verdict.reason
@@ -233,6 +239,7 @@ class StoryAttempt:
             rewritten=rewritten_tests(path, pre, commit, changed, {*record.tests, *existing}),
             # From the story's start: a gate script its tests call changed counts too.
             gate_changes=gate_inputs(path, self.start, commit, since_start, ctx.gates),
+            added_by=added_by(record),
         )
 
         def gates_as_they_were() -> list[GateResult]:

@@ -34,7 +34,8 @@ def reproduce_ci(ctx: RunContext, record: StoryRecord) -> None:
     """Once per CI-fix story, before its first attempt: the test ids CI's logs named, run
     alone where the gates can select them (`only=`) on the branch as it is. Those failing here
     too become the story's own tests (fail→pass, judged as any story's); without any, the
-    story says so and only its pass→pass and the next CI result judge it."""
+    story says so: no test shows CI fixed, so at best it ends "needs review" and the next
+    CI result decides (story_verdict.unproven)."""
     ci = record.ci
     if ci is None or ci.reproduced is not None:
         return

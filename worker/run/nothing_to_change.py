@@ -16,7 +16,7 @@ from worker.verdict.judging import (
     reference_gates,
     tests_by_id,
 )
-from worker.verdict.story_verdict import Evidence, decide_unchanged, proven_tests
+from worker.verdict.story_verdict import Evidence, added_by, decide_unchanged, proven_tests
 from worker.verdict.tampering import changed_files, files_with_tests
 
 # What the tests call's label gets for its checks on the base commit and at the head:
@@ -69,9 +69,15 @@ def already_done(
             [g.name for g in ctx.gates],
             owned={*record.tests, *evidence},
             proven=evidence,
+            added_by=added_by(record),
         )
     )
-    if verdict.outcome is not AttemptOutcome.NOTHING_TO_CHANGE:
+    # A story added after the plan is never done with nothing changed: its tests passing at
+    # the head are kept for a person to judge ("needs review", story_verdict.unproven).
+    done = (AttemptOutcome.NOTHING_TO_CHANGE,) + (
+        (AttemptOutcome.NEEDS_REVIEW,) if added_by(record) else ()
+    )
+    if verdict.outcome not in done:
         ctx.git.restore(start)
         return None
     checks = [

@@ -99,11 +99,13 @@ def unproven_stories(git: RunWorktree, cp: Checkpoint) -> list[str]:
 
 
 def _nothing_committed(story: StoryRecord) -> bool:
-    """Passed with nothing to change and no commit of its own: nothing on the branch to find
-    (its tests were judged at the head the checkpoint records)."""
+    """Passed with nothing to change and no commit of its own (or, for a story added after
+    the plan, needs review for it): nothing on the branch to find (its tests were judged at
+    the head the checkpoint records)."""
     last = story.attempts[-1] if story.attempts else None
     return (
         story.commit is None
         and last is not None
-        and last.outcome is AttemptOutcome.NOTHING_TO_CHANGE
+        and last.commit is None
+        and last.outcome in (AttemptOutcome.NOTHING_TO_CHANGE, AttemptOutcome.NEEDS_REVIEW)
     )

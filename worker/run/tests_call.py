@@ -18,7 +18,7 @@ from worker.run.selected import run_files
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
 from worker.verdict.judging import MISSING, added_tests, reference_gates, tests_by_id
 from worker.verdict.secret_scan import SecretScanner
-from worker.verdict.story_verdict import proven_tests
+from worker.verdict.story_verdict import added_by, proven_tests
 from worker.verdict.tampering import changed_files, rewritten_tests
 from worker.verdict.test_side import test_modules_only
 
@@ -66,13 +66,13 @@ class TestsCall:
         reverted = [ctx.redactor.redact(p) for p in reverted]
         noted = _reverted_note(reverted)
         if not ctx.git.has_change(self.start):
-            # A CI-fix story is judged on the tests CI failed that the worker reproduced (or,
-            # with none, pass→pass and the next CI result); a feedback story whose comment
-            # changes no behaviour (a rename, a docstring) has no test to write: both are
-            # judged on every other test (pass→pass) when they bring none of their own.
+            # A CI-fix story is judged on the tests CI failed that the worker reproduced; a
+            # feedback story whose comment changes no behaviour (a rename, a docstring) has no
+            # test to write. Both go on to their implement call without one, but with no
+            # fail→pass test of their own they end "needs review" at best, never "passed"
+            # (story_verdict.unproven): pass→pass alone does not show the work done.
             baseline = tests_by_id(ctx.cp.baseline or []) or {}
-            added_later = self.record.ci is not None or self.record.source is not None
-            if added_later or proven_tests(self.record, baseline):
+            if added_by(self.record) or proven_tests(self.record, baseline):
                 return FrozenTests(parent=self.start, reverted=reverted), AttemptRecord(
                     outcome=AttemptOutcome.PASSED, **base
                 )

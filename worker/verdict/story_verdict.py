@@ -5,17 +5,33 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from worker.model.feedback import AddedBy
 from worker.model.gates import GateResult, TestStatus
 from worker.model.review import ReviewOutcome, ReviewRecord
 from worker.model.state import AttemptOutcome, StoryRecord, TestCheck
 from worker.verdict.flaky import RerunFinding, Reruns, judge_reruns
-from worker.verdict.judging import KEPT, Judgement, Verdict, judge_story, tests_by_id
+from worker.verdict.judging import KEPT, MISSING, Judgement, Verdict, judge_story, tests_by_id
 
 # The attempt's outcome for each verdict on its tests, before its gate changes are weighed.
 OUTCOMES = {
     Verdict.PASSED: AttemptOutcome.PASSED,
     Verdict.UNVERIFIED: AttemptOutcome.UNVERIFIED,
     Verdict.FAILED: AttemptOutcome.GATES_FAILED,
+}
+# The outcomes that call a story done; a story added after the plan gets them only with proof.
+CALLED_DONE = (AttemptOutcome.PASSED, AttemptOutcome.NOTHING_TO_CHANGE)
+# Why a story added after the plan passes no further than "needs review" when no test of its
+# own went from failing to passing: pass→pass alone shows nothing was broken, not that the
+# comment was addressed or CI fixed, and an agent making a trivial edit gets that for free.
+UNPROVEN = {
+    AddedBy.REVIEW: (
+        "no test of its own shows the review comment addressed (none failed without its "
+        "change and passes with it): a person reads the change"
+    ),
+    AddedBy.CI: (
+        "no test the worker ran showed the CI failure fixed (none of CI's failing tests "
+        "failed here and passes now): the next CI result decides"
+    ),
 }
 
 
@@ -33,6 +49,8 @@ class Evidence:
     # Of `owned`, the tests something showed this story's work in: failing at the baseline,
     # or added by one of its kept attempts (proven failing on its parent).
     proven: Collection[str] = ()
+    # Set for a story added after the plan: it passes only with a fail→pass test (UNPROVEN).
+    added_by: AddedBy | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +109,40 @@ def decide(
                 f"passes only with its change to what a gate runs ({changes}); "
                 f"with the gates as they were: {again.reason or again.verdict}"
             )
-    return distrusted(StoryVerdict(outcome, why, judged.tests), evidence.results)
+    verdict = distrusted(StoryVerdict(outcome, why, judged.tests), evidence.results)
+    return unproven(verdict, evidence.added_by)
+
+
+def added_by(record: StoryRecord) -> AddedBy | None:
+    """What added the story after the plan (review feedback, red CI); None: planned."""
+    if record.ci is not None:
+        return AddedBy.CI
+    return AddedBy.REVIEW if record.source is not None else None
+
+
+def unproven(verdict: StoryVerdict, by: AddedBy | None) -> StoryVerdict:
+    """A pass of a story added after the plan with no fail→pass test of its own: "needs
+    review" (UNPROVEN), never "passed". A planned story cannot get here without one (its
+    tests call must freeze a test, or its plan's tests fail at the baseline); a feedback or
+    CI-fix story may bring none, and then nothing but pass→pass judged it. Nor is it ever
+    "passed (nothing to change)": with no change, no test failed without it, and tests that
+    fail on the base commit show the pull request's earlier work, not the comment addressed."""
+    if by is None or verdict.outcome not in CALLED_DONE:
+        return verdict
+    if verdict.outcome is AttemptOutcome.PASSED and any(fail_to_pass(c) for c in verdict.tests):
+        return verdict
+    why = "; ".join(p for p in (UNPROVEN[by], verdict.reason) if p)
+    return replace(verdict, outcome=AttemptOutcome.NEEDS_REVIEW, reason=why)
+
+
+def fail_to_pass(check: TestCheck) -> bool:
+    """A test of the story's own that showed its work: it passes now, and failed without
+    the story's change (an added test on its parent; a test it owns before it)."""
+    if not check.owned or check.problem or check.after != TestStatus.PASSED:
+        return False
+    if check.added:
+        return check.at_parent in (TestStatus.FAILED, MISSING)
+    return check.before == TestStatus.FAILED
 
 
 def _unlike(judged: Judgement, alike: Mapping[str, str]) -> dict[str, TestCheck]:
@@ -207,7 +258,7 @@ def decide_unchanged(evidence: Evidence) -> StoryVerdict:
     if judged.verdict is Verdict.PASSED and own_pass:
         why = f"its tests pass on the branch as it is: {', '.join(sorted(evidence.owned))}"
         verdict = StoryVerdict(AttemptOutcome.NOTHING_TO_CHANGE, why, judged.tests)
-        return distrusted(verdict, evidence.results)
+        return unproven(distrusted(verdict, evidence.results), evidence.added_by)
     return StoryVerdict(AttemptOutcome.NO_CHANGES, "no changes", judged.tests)
 
 

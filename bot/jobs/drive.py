@@ -240,6 +240,7 @@ def _spec(
         default_runner=settings.reqdrive_agent,
         source_env=rt.environment,
         gate_path=settings.reqdrive_gate_path,
+        bytecode_seed=settings.reqdrive_bytecode_seed,
         credentials=credentials,
         secrets=tuple(secrets),
         limits=settings.limits(),

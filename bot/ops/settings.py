@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     reqdrive_agent: str = "claude"
     reqdrive_agent_command: str | None = None
     reqdrive_gate_path: str | None = None  # PATH the checks run with (the operator's python)
+    # The worker's bytecode of library modules for the checks; unset: the work dir's.
+    reqdrive_bytecode_seed: Path | None = None
     reqdrive_trigger_label: str = "reqdrive"
     # The App's slug: pushes by "<slug>[bot]" never trigger runs. Unset: no bot push triggers.
     reqdrive_app_slug: str | None = None

@@ -92,3 +92,22 @@ def test_the_worktree_s_modules_are_never_seeded(tmp_path: Path) -> None:
     assert result.passed
     assert not seeded(seed, worktree / "feature.py").exists()
     assert not any(p.name.startswith("feature.") for p in seed.folder.rglob("*"))
+
+
+def test_a_library_upgraded_after_it_was_seeded_is_seeded_again(tmp_path: Path) -> None:
+    library = tmp_path / "lib"
+    library.mkdir()
+    source = library / "upgraded.py"
+    source.write_text("VERSION = 1\n")
+    seed = BytecodeSeed(tmp_path / "seed", roots=[library])
+    check = f"PYTHONPATH={library} python -c 'import upgraded'"
+    gates(tmp_path, seed, check)
+    first = seeded(seed, source).read_bytes()
+    source.write_text("VERSION = 22\n")  # an upgrade: another size, another time
+    os.utime(source, (1_000_000_000, 1_000_000_000))
+    gates(tmp_path, seed, check)
+    # Stamped for the new source: the next run loads it from the seed, not compiling it again.
+    again = seeded(seed, source).read_bytes()
+    assert again != first
+    assert int.from_bytes(again[8:12], "little") == 1_000_000_000
+    assert int.from_bytes(again[12:16], "little") == source.stat().st_size

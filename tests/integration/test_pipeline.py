@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.shared_seed import SHARED_SEED
 from worker.exceptions import PrdError
 from worker.model.state import AttemptOutcome, RunResult, StopReason, StoryState
 from worker.report.console import ConsoleReporter
@@ -122,6 +123,7 @@ class Project:
             "agent_runner": "command",
             "agent_command": self.agent_command(scenario),
             "source_env": {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            "bytecode_seed": SHARED_SEED,
         }
         values.update(extra)
         return RunSpec(**values)

@@ -30,6 +30,7 @@ from tests.support.fake_anthropic import (
 )
 from tests.support.github_double import GitHubDouble
 from tests.support.ports import free_port
+from tests.support.shared_seed import SHARED_SEED
 from worker.confine.sandbox import SandboxMode, make_sandbox
 from worker.exceptions import SandboxUnavailable
 
@@ -100,6 +101,7 @@ class Stack:
             "GITHUB_API_URL": double.api,
             "REDIS_URL": self.redis_url,
             "REQDRIVE_WORK_DIR": str(self.work_dir),
+            "REQDRIVE_BYTECODE_SEED": str(SHARED_SEED),
             "WEB_CONCURRENCY": "1",
             **env,
         }

@@ -59,7 +59,7 @@ class BytecodeSeed:
             if any(source.is_relative_to(p) for p in outside) or not self._in_roots(source):
                 continue
             target = self.folder / source.parent.relative_to("/") / f"{source.stem}{SUFFIX}"
-            if target.exists():
+            if _stamped_for(target, source):
                 continue
             with contextlib.suppress(OSError, py_compile.PyCompileError, ValueError):
                 # As a plain run compiles it (asserts kept), stamped as Python stamps it.
@@ -90,3 +90,22 @@ class BytecodeSeed:
         except OSError:
             return False
         return real == source and real.is_file() and any(real.is_relative_to(r) for r in self.roots)
+
+
+def _stamped_for(target: Path, source: Path) -> bool:
+    """The seeded file exists and is stamped with the source's modification time and size as
+    they are now: a library upgraded since it was seeded is compiled into the seed again."""
+    try:
+        header = target.read_bytes()[:16]
+        stat = source.stat()
+    except OSError:
+        return False
+    flags = int.from_bytes(header[4:8], "little")
+    mtime = int.from_bytes(header[8:12], "little")
+    size = int.from_bytes(header[12:16], "little")
+    return (
+        len(header) == 16
+        and flags == 0
+        and mtime == int(stat.st_mtime) & 0xFFFFFFFF
+        and size == stat.st_size & 0xFFFFFFFF
+    )

@@ -231,7 +231,7 @@ def run_gates_on(
         limits=ctx.spec.limits,
         only=only,
         narrow=narrow,
-        seed=BytecodeSeed(ctx.spec.work_dir / BYTECODE_SEED),
+        seed=BytecodeSeed(ctx.spec.bytecode_seed or ctx.spec.work_dir / BYTECODE_SEED),
     )
     if changed := changed_during_check(ctx.git.path, before):
         said = "the check changed the test side while it ran: " + ", ".join(changed[:5])

@@ -99,6 +99,10 @@ class RunSpec:
     previous_run: str | None = None
     # The config to use instead of the base commit's, and its path (`--config-from-worktree`).
     config_override: tuple[RepoConfig, str] | None = None
+    # Where the worker keeps its own bytecode of library modules for the checks
+    # (confine/bytecode_seed.py); None: the work dir's. It depends only on the worker's
+    # interpreter, so runs of several work dirs may share one; never a folder an agent sees.
+    bytecode_seed: Path | None = None
 
     def __post_init__(self) -> None:
         # The run id names folders under the work dir: refused before any of them is made.

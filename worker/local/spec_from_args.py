@@ -67,9 +67,7 @@ def spec_from(args: argparse.Namespace, *, plan_only: bool = False) -> RunSpec:
         secrets=tuple(v for k, v in env.items() if SECRET_ENV_RE.search(k) and v),
         source_env=env,
         gate_path=args.gate_path or env.get("REQDRIVE_GATE_PATH") or None,
-        bytecode_seed=Path(env["REQDRIVE_BYTECODE_SEED"])
-        if env.get("REQDRIVE_BYTECODE_SEED")
-        else None,
+        bytecode_seed=Path(seed) if (seed := env.get("REQDRIVE_BYTECODE_SEED")) else None,
         limits=_limits(env),
         sandbox=sandbox_from(
             *sandbox_choice(args.sandbox, env.get("REQDRIVE_SANDBOX"), "off"), env=env

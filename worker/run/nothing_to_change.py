@@ -74,10 +74,9 @@ def already_done(
     )
     # A story added after the plan is never done with nothing changed: its tests passing at
     # the head are kept for a person to judge ("needs review", story_verdict.unproven).
-    done = (AttemptOutcome.NOTHING_TO_CHANGE,) + (
-        (AttemptOutcome.NEEDS_REVIEW,) if added_by(record) else ()
-    )
-    if verdict.outcome not in done:
+    if verdict.outcome is not AttemptOutcome.NOTHING_TO_CHANGE and not (
+        added_by(record) and verdict.outcome is AttemptOutcome.NEEDS_REVIEW
+    ):
         ctx.git.restore(start)
         return None
     checks = [

@@ -13,11 +13,11 @@ import responses
 from tests.support.github_api import validated_responses
 from tests.support.github_http import FakeGitHub, fake_github_context
 from tests.support.redis_db import claimed_database, redis_server
-from tests.support.shared_seed import SHARED_SEED
+from tests.support.shared_seed import made_private
 
 # Every run a test starts, in this process or a worker or CLI it starts, shares the worker's
 # bytecode of library modules, as a deployed worker's runs do (REQDRIVE_BYTECODE_SEED).
-os.environ.setdefault("REQDRIVE_BYTECODE_SEED", str(SHARED_SEED))
+os.environ.setdefault("REQDRIVE_BYTECODE_SEED", str(made_private()))
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from bot.exceptions import ConfigurationError
+from worker.confine.bytecode_seed import check_private
 from worker.confine.limits import DEFAULT_LIMITS, LIMIT_VARIABLES, ResourceLimits
 from worker.confine.sandbox import SandboxMode, SandboxNetwork, api_hosts
 from worker.model.validation import problems
@@ -134,6 +135,13 @@ class Settings(BaseSettings):
     @classmethod
     def _format_any_case(cls, value: object) -> object:
         return (value.strip().lower() or None) if isinstance(value, str) else value
+
+    @field_validator("reqdrive_bytecode_seed")
+    @classmethod
+    def _seed_is_own(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            check_private(value)  # UnsafeSeed is a ValueError: said as the setting's error
+        return value
 
     @field_validator("reqdrive_log_level", mode="before")
     @classmethod

@@ -14,6 +14,7 @@ from tests.e2e.test_run_cli import (
     BRANCH,
     REQUIREMENT,
     command,
+    environment,
     git,
     run_cli,
     scenario_file,
@@ -142,3 +143,24 @@ def test_a_run_id_outside_the_work_dir_is_refused_before_anything_is_written(
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no work dir, no x
     assert not (tmp_path.parent / "x").exists()
     assert not (tmp_path / "calls.log").exists()
+
+
+def test_a_bytecode_seed_others_may_write_is_refused_before_anything_runs(
+    tmp_path: Path, project: Path
+) -> None:
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    seed.chmod(0o777)
+    scenario = scenario_file(tmp_path, {"plan": [{"prd": prd(1)}]})
+    done = subprocess.run(
+        command(tmp_path, scenario, "--run-id", "demo"),
+        cwd=project,
+        env={**environment(), "REQDRIVE_BYTECODE_SEED": str(seed)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 8, done.stderr
+    assert f"the bytecode seed {seed} (REQDRIVE_BYTECODE_SEED) is writable by others" in done.stderr
+    assert not (tmp_path / "calls.log").exists()  # no agent was called
+    assert list(seed.iterdir()) == []

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import GITIGNORE, MakeProject, Project, git, project_factory
-from tests.integration.test_pipeline_judging import GATE_PATH, PLAIN_PYTEST
+from tests.integration.test_pipeline_judging import GATE_PATH
 from tests.integration.test_pipeline_sandbox import run as run_sandboxed
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.sandbox import Sandbox
 from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState
 

@@ -30,8 +30,9 @@ from tests.integration.test_frozen_tests_js import ADD_STUB
 from tests.integration.test_pipeline import GITIGNORE, MakeProject, project_factory
 from tests.integration.test_pipeline_collectors import GO_ID, JS_IDS, go_project, jest_project
 from tests.integration.test_pipeline_collectors import run as collectors_run
-from tests.integration.test_pipeline_judging import GATE_PATH, PLAIN_PYTEST
+from tests.integration.test_pipeline_judging import GATE_PATH
 from tests.integration.test_pipeline_sandbox import run as run_sandboxed
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.sandbox import Sandbox
 from worker.model.state import StoryState
 

@@ -9,7 +9,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from worker.confine.bytecode_seed import SUFFIX, BytecodeSeed
+import pytest
+
+from worker.confine.bytecode_seed import SUFFIX, BytecodeSeed, UnsafeSeed, check_private
 from worker.confine.redact import Redactor
 from worker.model.gates import GateResult, GateSpec
 from worker.verdict.gates import run_gates
@@ -111,3 +113,49 @@ def test_a_library_upgraded_after_it_was_seeded_is_seeded_again(tmp_path: Path) 
     assert again != first
     assert int.from_bytes(again[8:12], "little") == 1_000_000_000
     assert int.from_bytes(again[12:16], "little") == source.stat().st_size
+
+
+def test_a_seed_another_user_could_write_is_neither_laid_nor_learned_into(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "seed"
+    folder.mkdir()
+    planted = seeded(BytecodeSeed(folder), JSON_SOURCE)
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b"planted")
+    seed = BytecodeSeed(folder)
+    for unsafe in (0o777, 0o757):
+        folder.chmod(unsafe)
+        with pytest.raises(UnsafeSeed, match="writable by others"):
+            check_private(folder)
+        # The planted file is not in the run's pycache folder: the seed was not laid in.
+        in_run = f'"$PYTHONPYCACHEPREFIX"/{planted.relative_to(folder)}'
+        (result,) = gates(tmp_path, seed, f"test ! -e {in_run} && {CHECK}")
+        assert result.passed, result.output_tail
+        # Nor learned into: the worker's own bytecode of json did not replace it.
+        assert planted.read_bytes() == b"planted"
+    folder.chmod(0o700)  # the worker's own again: laid in, as the check above would see
+    (laid,) = gates(tmp_path, seed, f"test ! -e {in_run}")
+    assert not laid.passed
+    os.chown(folder, 65534, 65534)  # nobody's: the tests run as root in CI
+    if os.geteuid() == 0:
+        with pytest.raises(UnsafeSeed, match="belongs to another user"):
+            check_private(folder)
+    os.chown(folder, os.geteuid(), os.getegid())
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    with pytest.raises(UnsafeSeed, match="not a folder"):
+        check_private(link)
+
+
+def test_the_seed_s_folders_are_the_worker_s_alone_whatever_the_umask(tmp_path: Path) -> None:
+    seed = BytecodeSeed(tmp_path / "seed")
+    old = os.umask(0)
+    try:
+        (result,) = gates(tmp_path, seed, CHECK)
+    finally:
+        os.umask(old)
+    assert result.passed and seeded(seed, JSON_SOURCE).is_file()
+    modes = {p.stat().st_mode & 0o777 for p in [seed.folder, *seed.folder.rglob("*")] if p.is_dir()}
+    assert modes == {0o700}
+    check_private(seed.folder)

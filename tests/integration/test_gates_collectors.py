@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.js_runners import install_runner
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import Sandbox
 from worker.model.gates import GateResult, GateSpec, Runner, TestStatus
@@ -19,7 +20,7 @@ from worker.verdict.runners import PLUGIN_DIR, detect_runner
 
 PYTHON_BIN = str(Path(sys.executable).parent)
 ENV = {"PATH": f"{PYTHON_BIN}:{os.environ['PATH']}", "LANG": "C.UTF-8"}
-PYTEST = "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
+PYTEST = PLAIN_PYTEST
 SAMPLE = """
 import pytest
 

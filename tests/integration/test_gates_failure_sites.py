@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from tests.support.pytest_command import QUIET_PLUGINS
 from worker.confine.redact import REDACTED, Redactor
 from worker.model.gates import FailureSite, GateResult, GateSpec, TestStatus
 from worker.verdict.gates import run_gates
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
+PYTEST = f"{shlex.quote(sys.executable)} -m pytest -q {QUIET_PLUGINS}"
 TOKEN = "ghp_" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa9"
 TESTS = """import helper
 

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.redact import Redactor
 from worker.model.gates import GateSpec, TestStatus
 from worker.verdict.gates import run_gate
@@ -36,9 +37,7 @@ def test_a_suite_whose_ids_exceed_a_record_is_read_whole(tmp_path: Path) -> None
         "TMPDIR": str(home / "tmp"),
     }
     result = run_gate(
-        GateSpec(
-            name="tests", command="python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
-        ),
+        GateSpec(name="tests", command=PLAIN_PYTEST),
         cwd=repo,
         env=env,
         output_dir=tmp_path / "out",

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.redact import Redactor
 from worker.model.gates import GateResult, GateSpec, TestStatus
 from worker.verdict.gates import run_gate
 
 PYTHON_BIN = str(Path(sys.executable).parent)
 ENV = {"PATH": f"{PYTHON_BIN}:{os.environ['PATH']}", "LANG": "C.UTF-8"}
-PYTEST = "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
+PYTEST = PLAIN_PYTEST
 # A module that says it was imported: collecting it imports it.
 SEEN = "import pathlib\npathlib.Path(__file__).with_suffix('.seen').touch()\n\n"
 

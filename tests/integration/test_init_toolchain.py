@@ -15,6 +15,7 @@ import pytest
 
 from tests.e2e.test_run_cli import run_cli
 from tests.integration.test_repo_cli import checkout
+from tests.support.pytest_command import PLAIN_PYTEST, QUIET_PLUGINS
 from worker.model.repo_config import RepoConfig, parse_repo_config
 
 INIT = [sys.executable, "-m", "bot.cli", "init"]
@@ -95,13 +96,8 @@ def test_a_src_layout_runs_the_checks_on_the_worktrees_code(tmp_path: Path) -> N
     config, out = init(repo)
     assert config.test_command == "PYTHONPATH=src python -m pytest -q"
     assert "a src/ layout (calc)" in out and "pip install -e ." in out
-    assert (
-        run_gate(
-            repo, f"{config.test_command} -p no:cacheprovider -p no:hypothesispytest"
-        ).returncode
-        == 0
-    )
-    plain = run_gate(repo, "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest")
+    assert run_gate(repo, f"{config.test_command} {QUIET_PLUGINS}").returncode == 0
+    plain = run_gate(repo, PLAIN_PYTEST)
     assert "No module named 'calc'" in plain.stdout  # what the prefix is for
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.pytest_command import QUIET_PLUGINS
 from tests.support.shared_seed import SHARED_SEED
 from worker.exceptions import PrdError
 from worker.model.state import AttemptOutcome, RunResult, StopReason, StoryState
@@ -28,7 +29,7 @@ SCRIPTED_AGENT = ROOT / "tests" / "support" / "scripted_agent.py"
 # The checks of the tests' repositories run reqdrive's own interpreter, where hypothesis is
 # installed for reqdrive's tests: its pytest plugin, rewritten by pytest in every check's fresh
 # bytecode folder, would cost each check about two seconds for nothing these repositories use.
-PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
+PYTEST = f"{sys.executable} -m pytest -q {QUIET_PLUGINS}"
 GITIGNORE = "__pycache__/\n*.pyc\n"
 
 

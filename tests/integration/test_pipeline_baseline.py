@@ -18,15 +18,13 @@ from tests.integration.test_pipeline import (
     project_factory,
     story_commits,
 )
+from tests.support.pytest_command import QUIET_PLUGINS
 from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, StopReason, StoryRecord, StoryState
 from worker.verdict.judging import Verdict, judge
 from worker.verdict.readiness import baseline_changes, readiness
 
-JUNIT_TESTS = (
-    f"{sys.executable} -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
-    " --junitxml=$REQDRIVE_JUNIT_XML"
-)
+JUNIT_TESTS = f"{sys.executable} -m pytest -q {QUIET_PLUGINS} --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement's own tests, committed before any code: all three fail on the base commit.
 REQ_TESTS = "".join(
     f"def test_{name}():\n    from req import {name}\n    assert {name}() == '{name}'\n\n\n"

@@ -13,11 +13,12 @@ import pytest
 
 from tests.integration.test_pipeline import ONE_CALL, MakeProject, Project, project_factory
 from tests.support.js_runners import install_runner
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.model.state import AttemptOutcome, RunResult, StoryState
 
 PYTHON_DIR = os.path.dirname(sys.executable)
 GATE_PATH = f"{PYTHON_DIR}:/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
-PYTEST = "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
+PYTEST = PLAIN_PYTEST
 
 
 @pytest.fixture

@@ -14,13 +14,14 @@ import pytest
 from tests.integration.test_pipeline import MakeProject, Project, project_factory
 from tests.integration.test_pipeline_sandbox import SUPPORT
 from tests.integration.test_pipeline_sandbox import run as run_sandboxed
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.sandbox import SandboxMode, make_sandbox
 from worker.model.state import AttemptOutcome, RunResult, StoryState
 
 PYTHON_DIR = os.path.dirname(sys.executable)
 # The operator's interpreter comes first on the checks' PATH: `python` is the one with pytest.
 GATE_PATH = f"{PYTHON_DIR}:/usr/bin:/bin"
-PLAIN_PYTEST = "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
+PLAIN_PYTEST = PLAIN_PYTEST
 JUNIT_PYTEST = f"{PLAIN_PYTEST} --junitxml=$REQDRIVE_JUNIT_XML"
 # The requirement arrives with its tests already written and failing (test-first).
 CALC_TESTS = (

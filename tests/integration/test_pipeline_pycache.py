@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, project_factory
-from tests.integration.test_pipeline_judging import GATE_PATH, PLAIN_PYTEST, REAL_TEST, story
+from tests.integration.test_pipeline_judging import GATE_PATH, REAL_TEST, story
 from tests.integration.test_pipeline_sandbox import SUPPORT
 from tests.integration.test_pipeline_sandbox import run as run_sandboxed
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.redact import Redactor
 from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox
 from worker.model.gates import GateSpec

@@ -15,6 +15,7 @@ from tests.integration.test_pipeline import MakeProject, Project, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
 from tests.integration.test_pipeline_judging import GATE_PATH
 from tests.integration.test_pipeline_resume import PricedRunner
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.sandbox import Sandbox
 from worker.model.review import ReviewOutcome
 from worker.model.state import AttemptOutcome, RunResult, StopReason, StoryState
@@ -89,7 +90,7 @@ def shout_prd() -> dict[str, Any]:
 def shout_project(make_project: MakeProject, config: dict[str, Any] | None = None) -> Project:
     return make_project(
         config={
-            "testCommand": "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest",
+            "testCommand": PLAIN_PYTEST,
             **(config or {}),
         },
         files={"docs/requirements/REQ-001-demo.md": REQUIREMENT},
@@ -293,7 +294,7 @@ def test_wording_the_repository_held_before_the_change_does_not_stop_the_review(
     # repository saying so before the story tells the blind reviewer nothing new. Seen on a
     # real project (mpath): its old test's title was the requirement's sentence.
     project = make_project(
-        config={"testCommand": "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"},
+        config={"testCommand": PLAIN_PYTEST},
         files={
             "docs/requirements/REQ-001-demo.md": REQUIREMENT,
             "OPERATIONS.md": f"Wanted one day: {CRITERIA[0].lower()}.\n",

@@ -16,6 +16,7 @@ from tests.integration.test_pipeline import MakeProject, project_factory
 from tests.integration.test_pipeline_judging import GATE_PATH, REAL_TEST, story
 from tests.integration.test_pipeline_sandbox import SUPPORT
 from tests.integration.test_pipeline_sandbox import run as run_sandboxed
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.sandbox import Sandbox, SandboxMode, make_sandbox
 from worker.exceptions import AgentError
 from worker.model.state import AttemptOutcome, RunResult, StoryState
@@ -26,7 +27,7 @@ FEATURE = {"feature.py": "from helper import one\n\n\ndef value():\n    return o
 MARKED = {"feature.py": "# v2\n" + FEATURE["feature.py"]}
 # The setup installs the package into the worktree's .venv, as `pip install` would.
 SETUP = "mkdir -p .venv/lib && printf 'def one():\\n    return 1\\n' > .venv/lib/helper.py"
-GATE = "PYTHONPATH=.venv/lib python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"
+GATE = f"PYTHONPATH=.venv/lib {PLAIN_PYTEST}"
 # Run by the agent: the installed package edited to answer 1 only when feature.py carries
 # the marker (the story's commit), 0 on its parent: a test failing there, passing here.
 FORGED = (

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_pipeline import MakeProject, Project, implement, prd, project_factory
+from tests.support.pytest_command import PLAIN_PYTEST
 from worker.confine.sandbox import Sandbox
 from worker.exceptions import ChecksCannotStart
 from worker.local.exit_codes import ExitCode, exit_code_for
@@ -74,7 +75,7 @@ def test_a_python_outside_usr_is_shown_to_the_checks_and_the_stories_pass(
     # The repository's own test proves which interpreter ran the checks.
     check = f"import sys\n\n\ndef test_env():\n    assert sys.prefix == {str(venv)!r}\n"
     project = make_project(
-        {"testCommand": "python -m pytest -q -p no:cacheprovider -p no:hypothesispytest"},
+        {"testCommand": PLAIN_PYTEST},
         files={"tests/test_env.py": check},
     )
     first = shim(tmp_path / "manager", venv / "bin" / "python") if behind_shim else venv / "bin"

@@ -7,6 +7,17 @@ user of the machine could have made first and filled with bytecode of their own.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 SHARED_SEED = Path(__file__).resolve().parents[2] / ".cache" / "bytecode-seed"
+
+
+def made_private() -> Path:
+    """The shared seed's folder and the one it is in, made if missing and writable by this
+    user alone, as the worker requires of a seed (confine/bytecode_seed.check_private),
+    whatever the umask the checkout was made with."""
+    for folder in (SHARED_SEED.parent, SHARED_SEED):
+        folder.mkdir(exist_ok=True)
+        os.chmod(folder, folder.stat().st_mode & 0o755)
+    return SHARED_SEED

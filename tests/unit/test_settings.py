@@ -144,3 +144,21 @@ def test_a_wrong_installation_override_stops_the_start_naming_where(
     with pytest.raises(ConfigurationError) as raised:
         load_settings()
     assert said in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [(0o777, "writable by others: run `chmod go-w"), (0o775, "writable by others")],
+)
+def test_a_bytecode_seed_others_may_write_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mode: int, said: str
+) -> None:
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    seed.chmod(mode)
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", "s")
+    monkeypatch.setenv("REQDRIVE_BYTECODE_SEED", str(seed))
+    with pytest.raises(ConfigurationError, match=said):
+        load_settings()
+    seed.chmod(0o755)
+    assert load_settings().reqdrive_bytecode_seed == seed

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.pytest_command import QUIET_PLUGINS
 from worker.model.gates import GateResult, TestStatus
 from worker.verdict.unstartable import GatePlace, cannot_start
 
@@ -76,7 +77,7 @@ def test_a_missing_runner_module_names_its_install(tmp_path: Path, module: str) 
 def test_a_test_failing_on_a_missing_import_is_not_a_missing_runner(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text("import no_such_module_xyz\n")
     result = gate(
-        f"{sys.executable} -m pytest -q -p no:cacheprovider -p no:hypothesispytest test_x.py",
+        f"{sys.executable} -m pytest -q {QUIET_PLUGINS} test_x.py",
         tmp_path,
     )
     assert not result.passed and "No module named 'no_such_module_xyz'" in result.output_tail

@@ -18,6 +18,7 @@ import contextlib
 import os
 import py_compile
 import shutil
+import stat
 import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
@@ -34,6 +35,37 @@ def library_roots() -> list[Path]:
     return sorted(found)
 
 
+class UnsafeSeed(ValueError):
+    """The seed's folder is not the worker's own: someone else could write bytecode into it."""
+
+
+def check_private(folder: Path) -> None:
+    """Refuse a seed folder another user could write: every check would execute its bytecode,
+    and a forged pytest there passes what fails. The folder (if it exists) must be the
+    worker's, writable by it alone; the folder it is in must not let others rename it away
+    (writable by others only with the sticky bit, as /tmp is)."""
+    folder = Path(os.path.abspath(folder))
+    what = f"the bytecode seed {folder} (REQDRIVE_BYTECODE_SEED)"
+    try:
+        parent = os.stat(folder.parent)
+    except OSError:
+        return  # made with the worker's own mode when first learned into
+    if parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX:
+        raise UnsafeSeed(
+            f"{what} is in a folder others may write: give it a folder of the worker's own"
+        )
+    try:
+        own = os.lstat(folder)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(own.st_mode) or not stat.S_ISDIR(own.st_mode):
+        raise UnsafeSeed(f"{what} is not a folder: name a folder, not a link or a file")
+    if own.st_uid != os.geteuid():
+        raise UnsafeSeed(f"{what} belongs to another user: give the worker a folder of its own")
+    if own.st_mode & 0o022:
+        raise UnsafeSeed(f"{what} is writable by others: run `chmod go-w {folder}`")
+
+
 class BytecodeSeed:
     """The worker's own compiled bytecode of library modules, in PYTHONPYCACHEPREFIX's layout
     (the source's absolute folder, then `<name>.<tag>.pyc`)."""
@@ -43,8 +75,10 @@ class BytecodeSeed:
         self.roots = [Path(r) for r in (library_roots() if roots is None else roots)]
 
     def lay_into(self, prefix: Path) -> None:
-        """A copy of the seed as the run's fresh pycache folder (made here)."""
-        if self.folder.is_dir():
+        """A copy of the seed as the run's fresh pycache folder (made here); an empty folder
+        when the seed is not the worker's own (it was checked when the worker started: this
+        catches a change since, and costs the run only its speed)."""
+        if self.folder.is_dir() and self._private():
             shutil.copytree(self.folder, prefix, symlinks=True)
         else:
             prefix.mkdir()
@@ -53,6 +87,9 @@ class BytecodeSeed:
         """Compile into the seed, from their sources, the library modules a run compiled into
         `prefix` (its fresh folder) and the seed lacks; `keep_out`: folders (the worktree, the
         gate's own) whose sources are never seeded. How many were added."""
+        if not self._private():
+            return 0
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         outside = [Path(os.path.abspath(p)) for p in keep_out]
         added = 0
         for source in self._sources(prefix):
@@ -62,6 +99,7 @@ class BytecodeSeed:
             if _stamped_for(target, source):
                 continue
             with contextlib.suppress(OSError, py_compile.PyCompileError, ValueError):
+                self._make_folders(target.parent)
                 # As a plain run compiles it (asserts kept), stamped as Python stamps it.
                 py_compile.compile(
                     str(source),
@@ -72,6 +110,20 @@ class BytecodeSeed:
                 )
                 added += 1
         return added
+
+    def _make_folders(self, folder: Path) -> None:
+        """The seed's folders down to `folder`, the worker's alone whatever its umask
+        (py_compile would make them with the default mode)."""
+        for step in reversed([folder, *folder.parents]):
+            if step.is_relative_to(self.folder) and not step.is_dir():
+                step.mkdir(mode=0o700)
+
+    def _private(self) -> bool:
+        try:
+            check_private(self.folder)
+        except UnsafeSeed:
+            return False
+        return True
 
     def _sources(self, prefix: Path) -> list[Path]:
         """The source each plain bytecode file in `prefix` stands for (only its name is read)."""

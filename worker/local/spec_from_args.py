@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from worker.confine.bytecode_seed import UnsafeSeed, check_private
 from worker.confine.limits import ResourceLimits, limits_from
 from worker.confine.sandbox import (
     Sandbox,
@@ -67,13 +68,23 @@ def spec_from(args: argparse.Namespace, *, plan_only: bool = False) -> RunSpec:
         secrets=tuple(v for k, v in env.items() if SECRET_ENV_RE.search(k) and v),
         source_env=env,
         gate_path=args.gate_path or env.get("REQDRIVE_GATE_PATH") or None,
-        bytecode_seed=Path(seed) if (seed := env.get("REQDRIVE_BYTECODE_SEED")) else None,
+        bytecode_seed=_bytecode_seed(env.get("REQDRIVE_BYTECODE_SEED")),
         limits=_limits(env),
         sandbox=sandbox_from(
             *sandbox_choice(args.sandbox, env.get("REQDRIVE_SANDBOX"), "off"), env=env
         ),
         config_override=override,
     )
+
+
+def _bytecode_seed(setting: str | None) -> Path | None:
+    if not setting:
+        return None
+    try:
+        check_private(Path(setting))
+    except UnsafeSeed as error:
+        raise PreflightError(str(error)) from None
+    return Path(setting)
 
 
 def _limits(env: Mapping[str, str]) -> ResourceLimits:

@@ -19,8 +19,9 @@ from worker.model.state import StoryState
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
-# The folders beside the worktree a run's agent and gates write.
-SCRATCH = ("homes", "gatehomes", "handoff", "gitviews")
+# The folders beside the worktree a run's agent and gates write, and the worker's bytecode of
+# the worktree's modules: all gone when the run ends.
+SCRATCH = ("homes", "gatehomes", "handoff", "gitviews", "bytecode")
 PRIVILEGE_BITS = stat.S_ISUID | stat.S_ISGID
 
 

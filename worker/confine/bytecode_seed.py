@@ -92,7 +92,7 @@ class BytecodeSeed:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         outside = [Path(os.path.abspath(p)) for p in keep_out]
         added = 0
-        for source in self._sources(prefix):
+        for source in compiled_sources(prefix):
             if any(source.is_relative_to(p) for p in outside) or not self._in_roots(source):
                 continue
             target = self.folder / source.parent.relative_to("/") / f"{source.stem}{SUFFIX}"
@@ -125,16 +125,6 @@ class BytecodeSeed:
             return False
         return True
 
-    def _sources(self, prefix: Path) -> list[Path]:
-        """The source each plain bytecode file in `prefix` stands for (only its name is read)."""
-        found = []
-        for folder, _dirs, files in os.walk(prefix):
-            for name in files:
-                if name.endswith(SUFFIX) and not os.path.islink(os.path.join(folder, name)):
-                    where = Path("/") / Path(folder).relative_to(prefix)
-                    found.append(where / (name.removesuffix(SUFFIX) + ".py"))
-        return found
-
     def _in_roots(self, source: Path) -> bool:
         """A regular file under a library folder, reached through no link."""
         try:
@@ -142,6 +132,18 @@ class BytecodeSeed:
         except OSError:
             return False
         return real == source and real.is_file() and any(real.is_relative_to(r) for r in self.roots)
+
+
+def compiled_sources(prefix: Path) -> list[Path]:
+    """The source each plain bytecode file in a run's pycache folder stands for (only its
+    name is read)."""
+    found = []
+    for folder, _dirs, files in os.walk(prefix):
+        for name in files:
+            if name.endswith(SUFFIX) and not os.path.islink(os.path.join(folder, name)):
+                where = Path("/") / Path(folder).relative_to(prefix)
+                found.append(where / (name.removesuffix(SUFFIX) + ".py"))
+    return found
 
 
 def _stamped_for(target: Path, source: Path) -> bool:

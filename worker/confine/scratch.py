@@ -14,15 +14,18 @@ LOG = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RunScratch:
-    """The agent's HOME, the gates' HOMEs, the hand-over folder and the agent's git view."""
+    """The agent's HOME, the gates' HOMEs, the hand-over folder and the agent's git view; and
+    the worker's bytecode of the worktree's modules, which goes with the run."""
 
     home: Path
     gate_homes: Path
     handoff: Path
     git_view: Path
+    bytecode: Path
 
     @property
     def folders(self) -> tuple[Path, ...]:
+        """What the agent and its gates write: swept after each call and gate."""
         return (self.home, self.gate_homes, self.handoff, self.git_view)
 
     def sweep(self, worktree: Path) -> Leftovers:
@@ -40,7 +43,7 @@ class RunScratch:
         """When the run ends, whatever its end: nothing of the agent's stays on the disk but
         the worktree (kept for a resume, or parked clean). A folder that will not go is
         logged, never raised: the run's own ending matters more."""
-        for folder in self.folders:
+        for folder in (*self.folders, self.bytecode):
             try:
                 remove_tree(folder)
             except OSError as error:

@@ -17,6 +17,7 @@ from worker.confine.disk import empty_folders, over_quota
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS
 from worker.confine.safe_paths import LinkError, empty_folder, parent_of, remove_under
 from worker.confine.sandbox import Sandbox, SandboxNetwork
+from worker.confine.worktree_bytecode import WorktreeBytecode
 from worker.exceptions import AgentError, BudgetReached
 from worker.model.gates import GateResult
 from worker.model.repo_config import DEFAULT_SETUP_CACHE, GatesMode
@@ -232,6 +233,7 @@ def run_gates_on(
         only=only,
         narrow=narrow,
         seed=BytecodeSeed(ctx.spec.bytecode_seed or ctx.spec.work_dir / BYTECODE_SEED),
+        own_bytecode=WorktreeBytecode(ctx.places.bytecode),
     )
     if changed := changed_during_check(ctx.git.path, before):
         said = "the check changed the test side while it ran: " + ", ".join(changed[:5])

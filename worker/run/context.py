@@ -41,11 +41,15 @@ class RunPlaces:
     gate_home: Path  # the gates' HOMEs (and TMPDIRs): a fresh one per gate, under here
     handoff: Path  # where planning leaves prd.json for the worker to read
     git_view: Path  # the agent's own git folder for one call
+    # The worker's bytecode of the worktree's modules, for the run's next checks
+    # (confine/worktree_bytecode.py): written by the worker alone, given to no agent.
+    bytecode: Path
 
     @property
     def scratch(self) -> RunScratch:
-        """These folders as what the agent and its gates write: swept, then removed."""
-        return RunScratch(self.home, self.gate_home, self.handoff, self.git_view)
+        """These folders as what the agent and its gates write, and the worker's bytecode
+        made from what they wrote: swept, then removed."""
+        return RunScratch(self.home, self.gate_home, self.handoff, self.git_view, self.bytecode)
 
     @classmethod
     def of(cls, work_dir: Path, run_id: str) -> RunPlaces:
@@ -54,6 +58,7 @@ class RunPlaces:
             gate_home=work_dir / "gatehomes" / run_id,
             handoff=work_dir / "handoff" / run_id,
             git_view=work_dir / "gitviews" / run_id,
+            bytecode=work_dir / "bytecode" / run_id,
         )
 
 

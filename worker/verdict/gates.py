@@ -16,6 +16,7 @@ from worker.confine.processes import ProcessOutcome, run_process
 from worker.confine.redact import Redactor
 from worker.confine.safe_paths import LinkError, empty_folder, unlink_under
 from worker.confine.sandbox import Sandbox
+from worker.confine.worktree_bytecode import WorktreeBytecode
 from worker.model.gates import UNSAFE_NAME_RE, GateResult, GateSpec
 from worker.verdict.collect import Places, collect, runs_tests
 from worker.verdict.runners import (
@@ -66,6 +67,7 @@ def run_gates(
     only: Collection[str] | None = None,
     narrow: bool = False,
     seed: BytecodeSeed | None = None,
+    own_bytecode: WorktreeBytecode | None = None,
 ) -> list[GateResult]:
     """Run the gates and save <label>.gates.json and a log per gate in output_dir.
 
@@ -75,7 +77,8 @@ def run_gates(
     With `only`, just the gates that run tests, each limited to those ids where its runner
     can select them (run_gate); with `narrow` too, pytest collects only the files they are in.
     With `seed`, each run's fresh pycache folder starts as a copy of the worker's own bytecode
-    of library modules (bytecode_seed.py).
+    of library modules (bytecode_seed.py); with `own_bytecode`, of the worktree's modules as
+    well, hash-checked (worktree_bytecode.py).
     """
     output_dir.mkdir(parents=True, exist_ok=True)
     if only is not None:
@@ -96,6 +99,7 @@ def run_gates(
                 only=only,
                 narrow=narrow,
                 seed=seed,
+                own_bytecode=own_bytecode,
             )
 
     results: list[GateResult] = []
@@ -128,6 +132,7 @@ def run_gate(
     only: Collection[str] | None = None,
     narrow: bool = False,
     seed: BytecodeSeed | None = None,
+    own_bytecode: WorktreeBytecode | None = None,
 ) -> GateResult:
     """Run one gate with bash in its own process group (in the sandbox, if given: it runs
     the agent's code), with the worker's own reporter for its runner added (runners.py);
@@ -142,7 +147,7 @@ def run_gate(
         _drop_stale(cwd, spec.junit)
     with results_folder() as folder:
         setup = reporter_setup(spec, runner, folder, only, env, narrow=narrow)
-        _fresh_pycache(folder, seed)
+        _fresh_pycache(folder, seed, own_bytecode)
         gate_env = {**env, PYCACHE_VAR: str(folder / PYCACHE_DIR)}
         if spec.junit is True:
             gate_env[JUNIT_VAR] = str(folder / JUNIT_FILE)
@@ -167,12 +172,14 @@ def run_gate(
             # The tested code can print the marker too: nothing the first run wrote may be
             # read as the second's.
             empty_folder(folder)
-            _fresh_pycache(folder, seed)
+            _fresh_pycache(folder, seed, own_bytecode)
             process = launch(setup.without_plugin(spec))
         if seed is not None:  # the worktree's, the gate's HOME and its own folder kept out
             seed.learn(
                 folder / PYCACHE_DIR, [cwd, folder, *(Path(h) for h in [env.get("HOME")] if h)]
             )
+        if own_bytecode is not None:
+            own_bytecode.learn(folder / PYCACHE_DIR, cwd)
         places = Places(cwd=cwd, folder=folder, log=log_path, output_dir=output_dir, stem=stem)
         found = collect(spec, runner, places, process.exit_code, redactor, limits, only)
     output = process.output_tail
@@ -202,12 +209,16 @@ def run_gate(
     )
 
 
-def _fresh_pycache(folder: Path, seed: BytecodeSeed | None) -> None:
-    """The run's own pycache folder: empty, or a copy of the seed."""
+def _fresh_pycache(
+    folder: Path, seed: BytecodeSeed | None, own_bytecode: WorktreeBytecode | None
+) -> None:
+    """The run's own pycache folder: empty, or a copy of the seeds."""
     if seed is None:
         (folder / PYCACHE_DIR).mkdir()
     else:
         seed.lay_into(folder / PYCACHE_DIR)
+    if own_bytecode is not None:
+        own_bytecode.lay_into(folder / PYCACHE_DIR)
 
 
 def _drop_stale(root: Path, rel: str) -> None:

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.run_results import gate, result, story
+from worker.model.fail_to_pass import fail_to_pass
 from worker.model.prd import ChangedTest
 from worker.model.state import (
     AttemptOutcome,
@@ -18,6 +19,7 @@ from worker.model.state import (
     StoryState,
     TestCheck,
 )
+from worker.report import story_states
 from worker.report.pr_body import render_pr_body
 from worker.report.story_states import STATE_ICONS
 
@@ -316,3 +318,28 @@ def test_a_flaky_test_is_shown_as_flaky_and_where_results_were_not_run_again() -
     assert "- `t::clock`: US-001: with the story: failed, passed, failed;" in body
     assert "same checks, in iteration 1 (US-001 attempt 1)." in body
     assert "(cache entry 0123456789ab, measured by run run-1)" in body
+
+
+def test_fail_to_pass_is_counted_as_the_verdict_counts_it() -> None:
+    passed = AttemptRecord(
+        iteration=1,
+        attempt=1,
+        outcome=AttemptOutcome.NEEDS_REVIEW,
+        tests=[
+            # Not the story's own: it appeared and passes, which proves nothing of the story.
+            TestCheck(id="t::other", before="missing", after="passed"),
+            # The story's own, skipped before it: it never failed without the change.
+            TestCheck(id="t::skipped", before="skipped", after="passed", owned=True),
+            TestCheck(id="t::old", before="passed", after="passed"),
+        ],
+    )
+    record = story("FB-001", StoryState.NEEDS_REVIEW).model_copy(update={"attempts": [passed]})
+    assert story_states.tests_line(record) == "0 fail→pass, 1 pass→pass"
+    proven = TestCheck(
+        id="t::new", before="missing", after="passed", owned=True, added=True, at_parent="failed"
+    )
+    record = record.model_copy(
+        update={"attempts": [passed.model_copy(update={"tests": [*passed.tests, proven]})]}
+    )
+    assert story_states.tests_line(record) == "1 fail→pass, 1 pass→pass"
+    assert [c.id for c in record.attempts[-1].tests if fail_to_pass(c)] == ["t::new"]

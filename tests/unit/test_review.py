@@ -119,7 +119,9 @@ def test_the_progress_comment_shows_tests_and_the_review_per_story() -> None:
     found = review(ReviewOutcome.UNMET, CRITERIA[1])
     found.extra_behaviour.append("pings @octocat on every call")
     tests = [
-        TestCheck(id="t_new", before="missing", after="passed", owned=True, added=True),
+        TestCheck(
+            id="t_new", before="missing", after="passed", owned=True, added=True, at_parent="failed"
+        ),
         TestCheck(id="t_old", before="passed", after="passed"),
     ]
     attempt = AttemptRecord(

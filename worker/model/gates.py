@@ -27,6 +27,9 @@ class TestStatus(StrEnum):
     SKIPPED = "skipped"
 
 
+MISSING = "missing"  # a test id the run did not report (deleted, deselected, not collected)
+
+
 class Runner(StrEnum):
     """A test runner whose per-test results the worker collects itself, from outside the
     repository (docs/verification.md: what each gives)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.model.fail_to_pass import fail_to_pass
 from worker.model.review import ReviewRecord
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 
@@ -89,10 +90,12 @@ def story_counts(stories: Sequence[StoryRecord]) -> str:
 
 
 def tests_line(story: StoryRecord) -> str:
-    """ "1 fail→pass, 12 pass→pass": what the story's last attempt was judged on."""
+    """ "1 fail→pass, 12 pass→pass": what the story's last attempt was judged on. Fail→pass
+    as the verdict counts it (model/fail_to_pass.py): a passing test that is not the story's
+    own, or did not fail without it, is not called one."""
     checks = story.attempts[-1].tests if story.attempts else []
     passing = [c for c in checks if c.after == "passed" and not c.problem]
-    fail_pass = sum(1 for c in passing if c.before != "passed")
+    fail_pass = sum(1 for c in passing if fail_to_pass(c))
     pass_pass = sum(1 for c in passing if c.before == "passed")
     broken = sum(1 for c in checks if c.problem)
     line = f"{fail_pass} fail→pass, {pass_pass} pass→pass"

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.model.gates import TestStatus
+from worker.model.gates import MISSING, TestStatus
 from worker.model.state import AttemptOutcome, AttemptRecord, FrozenTests, StoryRecord
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
 from worker.run.selected import run_selected
 from worker.verdict.judging import (
     KEPT,
-    MISSING,
     fail_fast_on,
     reference_gates,
     tests_by_id,

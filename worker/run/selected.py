@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from worker.model.gates import GateResult
+from worker.model.gates import MISSING, GateResult
 from worker.model.state import FrozenTests
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
 from worker.verdict.flaky import RERUNS, Reruns
-from worker.verdict.judging import MISSING, tests_by_id
+from worker.verdict.judging import tests_by_id
 
 
 def run_selected(

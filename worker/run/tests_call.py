@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from worker.model.gates import GateResult, TestStatus
+from worker.model.gates import MISSING, GateResult, TestStatus
 from worker.model.state import AttemptOutcome, AttemptRecord, FrozenTests, StoryRecord
 from worker.plan.prompting import TESTS_TEMPLATE
 from worker.report.inert_text import neutralize
@@ -16,7 +16,7 @@ from worker.run.nothing_to_change import already_done
 from worker.run.resume import story_trailer
 from worker.run.selected import run_files
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
-from worker.verdict.judging import MISSING, added_tests, reference_gates, tests_by_id
+from worker.verdict.judging import added_tests, reference_gates, tests_by_id
 from worker.verdict.secret_scan import SecretScanner
 from worker.verdict.story_verdict import added_by, proven_tests
 from worker.verdict.tampering import changed_files, rewritten_tests

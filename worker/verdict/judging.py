@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from worker.model.gates import GateResult, TestStatus
+from worker.model.gates import MISSING, GateResult, TestStatus
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -19,7 +19,6 @@ from worker.verdict.flaky import KEPT_OUTCOMES, Rerun, RerunFinding
 
 # Attempts whose commit stays on the branch.
 KEPT = KEPT_OUTCOMES
-MISSING = "missing"  # a test id the run did not report (deleted, deselected, not collected)
 # A test that passed before the story and fails with it: re-run alone before it counts (flaky.py).
 REGRESSION = "fails now; it passed before the story"
 PROBLEMS_SHOWN = 5  # in one attempt's reason; the record lists every test

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from worker.model.fail_to_pass import fail_to_pass
 from worker.model.feedback import AddedBy
 from worker.model.gates import GateResult, TestStatus
 from worker.model.review import ReviewOutcome, ReviewRecord
 from worker.model.state import AttemptOutcome, StoryRecord, TestCheck
 from worker.verdict.flaky import RerunFinding, Reruns, judge_reruns
-from worker.verdict.judging import KEPT, MISSING, Judgement, Verdict, judge_story, tests_by_id
+from worker.verdict.judging import KEPT, Judgement, Verdict, judge_story, tests_by_id
 
 # The attempt's outcome for each verdict on its tests, before its gate changes are weighed.
 OUTCOMES = {
@@ -133,16 +134,6 @@ def unproven(verdict: StoryVerdict, by: AddedBy | None) -> StoryVerdict:
         return verdict
     why = "; ".join(p for p in (UNPROVEN[by], verdict.reason) if p)
     return replace(verdict, outcome=AttemptOutcome.NEEDS_REVIEW, reason=why)
-
-
-def fail_to_pass(check: TestCheck) -> bool:
-    """A test of the story's own that showed its work: it passes now, and failed without
-    the story's change (an added test on its parent; a test it owns before it)."""
-    if not check.owned or check.problem or check.after != TestStatus.PASSED:
-        return False
-    if check.added:
-        return check.at_parent in (TestStatus.FAILED, MISSING)
-    return check.before == TestStatus.FAILED
 
 
 def _unlike(judged: Judgement, alike: Mapping[str, str]) -> dict[str, TestCheck]:

@@ -140,7 +140,7 @@ class Settings(BaseSettings):
     @classmethod
     def _seed_is_own(cls, value: Path | None) -> Path | None:
         if value is not None:
-            check_private(value)  # UnsafeSeed is a ValueError: said as the setting's error
+            check_private(value, whole=True)  # UnsafeSeed is a ValueError: said as its error
         return value
 
     @field_validator("reqdrive_log_level", mode="before")

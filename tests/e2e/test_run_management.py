@@ -174,6 +174,10 @@ def test_discard_removes_branch_worktree_and_folder_and_the_next_run_starts_clea
     failed_after_story_1(tmp_path, checkout)
     work = tmp_path / "work"
     assert (work / "cache/worktrees/first").is_dir()
+    # What a killed worker leaves beside the run folder (a run that ends removes them itself).
+    beside = ("homes", "gatehomes", "handoff", "gitviews", "bytecode")
+    for name in beside:
+        (work / name / "first").mkdir(parents=True, exist_ok=True)
 
     unasked = reqdrive(tmp_path, checkout, "discard", "first")  # no terminal, no --yes
     assert unasked.returncode != 0 and "pass --yes" in unasked.stderr
@@ -187,6 +191,7 @@ def test_discard_removes_branch_worktree_and_folder_and_the_next_run_starts_clea
     assert not (work / "runs/first").exists()
     assert not (work / "cache/worktrees/first").exists()
     assert not list((work / "cache/spares").glob("*/first-*"))
+    assert [name for name in beside if (work / name / "first").exists()] == []
     assert reqdrive(tmp_path, checkout, "runs").stdout.strip() == "no runs in this work dir"
 
     scenario = {"plan": [{"prd": prd(1)}], "stories": {"US-001": [implement(1)]}}

@@ -159,3 +159,32 @@ def test_the_seed_s_folders_are_the_worker_s_alone_whatever_the_umask(tmp_path: 
     modes = {p.stat().st_mode & 0o777 for p in [seed.folder, *seed.folder.rglob("*")] if p.is_dir()}
     assert modes == {0o700}
     check_private(seed.folder)
+
+
+def test_a_seed_is_refused_when_a_folder_above_lets_everyone_rename_it(tmp_path: Path) -> None:
+    above = tmp_path / "shared"
+    (above / "mine" / "seed").mkdir(parents=True)
+    above.chmod(0o777)  # everyone may rename `mine`, and put their own in its place
+    with pytest.raises(UnsafeSeed, match=f"is in {above}, which others may write"):
+        check_private(above / "mine" / "seed")
+    above.chmod(0o1777)  # as /tmp: only the owner may rename what is theirs
+    check_private(above / "mine" / "seed")
+
+
+def test_at_start_a_seed_others_can_reach_into_must_hold_only_the_worker_s_files(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "seed"
+    (folder / "usr").mkdir(parents=True)
+    planted = folder / "usr" / f"json{SUFFIX}"
+    planted.symlink_to("/etc/hostname")
+    check_private(folder)  # a run's quick look: the folder itself only
+    with pytest.raises(UnsafeSeed, match="which is a link, another user's, or writable"):
+        check_private(folder, whole=True)
+    planted.unlink()
+    planted.write_bytes(b"")
+    planted.chmod(0o666)
+    with pytest.raises(UnsafeSeed, match="chmod -R go-w"):
+        check_private(folder, whole=True)
+    folder.chmod(0o700)  # no one else can reach inside: what is there is the worker's
+    check_private(folder, whole=True)

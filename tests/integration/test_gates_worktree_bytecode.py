@@ -4,14 +4,18 @@ worker from the sources, hash-checked at every import, never taken from what a c
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
+from worker.confine import worktree_bytecode
 from worker.confine.bytecode_seed import SUFFIX
 from worker.confine.redact import Redactor
-from worker.confine.worktree_bytecode import MAX_SOURCE_BYTES, TREE, WorktreeBytecode
+from worker.confine.worktree_bytecode import MAX_SOURCE_BYTES, TREE, WorktreeBytecode, key_of
 from worker.model.gates import GateResult, GateSpec
 from worker.verdict.gates import run_gates
 
@@ -38,7 +42,13 @@ def gates(tmp_path: Path, own: WorktreeBytecode, *commands: str) -> list[GateRes
 
 
 def kept(own: WorktreeBytecode, source: Path) -> Path:
-    return own.folder / TREE / source.parent.relative_to("/") / f"{source.stem}{SUFFIX}"
+    """The run's compiled file of the source as it is now."""
+    real = Path(os.path.realpath(source))
+    return own.folder / TREE / f"{key_of(real, source.read_bytes())}{SUFFIX}"
+
+
+def kept_files(own: WorktreeBytecode) -> list[Path]:
+    return sorted((own.folder / TREE).glob("*.pyc"))
 
 
 def loaded_from_seed(result: GateResult) -> bool:
@@ -87,10 +97,11 @@ def test_a_source_whose_short_hash_matches_other_bytecode_runs_as_it_is(tmp_path
     source = worktree(tmp_path, "VALUE = 0\n")
     own = WorktreeBytecode(tmp_path / "bytecode")
     gates(tmp_path, own, IMPORT)
+    first = kept(own, source)
     source.write_text("VALUE = 7\n")
-    data = bytearray(kept(own, source).read_bytes())
+    data = bytearray(first.read_bytes())
     data[8:16] = importlib.util.source_hash(source.read_bytes())
-    kept(own, source).write_bytes(bytes(data))
+    first.write_bytes(bytes(data))
     (changed,) = gates(tmp_path, own, IMPORT)
     assert changed.exit_code == 7, changed.output_tail
     assert not loaded_from_seed(changed)
@@ -133,11 +144,12 @@ def test_only_plain_files_of_the_worktree_are_ever_read(tmp_path: Path) -> None:
     big.write_text("VALUE = 0\n" + "#" * MAX_SOURCE_BYTES)
     own = WorktreeBytecode(tmp_path / "bytecode")
     imports = "python -c 'import linked, hard, big'"
-    (result,) = gates(tmp_path, own, imports)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "inner.py").write_text("TOKEN = 'ghs_other'\n")
+    (tmp_path / "worktree" / "pkg").symlink_to(tmp_path / "outside")  # a folder on the way
+    (result,) = gates(tmp_path, own, imports + " && python -c 'import pkg.inner'")
     assert result.passed, result.output_tail
-    kept_files = [p for p in own.folder.rglob("*") if p.is_file()] if own.folder.exists() else []
-    assert kept_files == []
-    assert not any(b"ghs_secret" in p.read_bytes() for p in kept_files)
+    assert kept_files(own) == []
 
 
 def test_a_source_that_breaks_the_compiler_costs_only_its_own_bytecode(tmp_path: Path) -> None:
@@ -150,3 +162,47 @@ def test_a_source_that_breaks_the_compiler_costs_only_its_own_bytecode(tmp_path:
     assert result.passed, result.output_tail
     assert kept(own, source).is_file()
     assert not kept(own, nested).exists()
+
+
+def test_a_source_the_worker_could_not_compile_is_not_tried_again_in_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worktree(tmp_path, "VALUE = 0\n")
+    # A compiler that gives up on everything, as it would on a source made to exhaust it.
+    monkeypatch.setattr(worktree_bytecode, "COMPILER", "import sys; sys.stdin.read()")
+    own = WorktreeBytecode(tmp_path / "bytecode")
+    gates(tmp_path, own, IMPORT)
+    manifest = json.loads((own.folder / worktree_bytecode.MANIFEST).read_text())
+    assert len(manifest["failed"]) == 1 and kept_files(own) == []
+    gates(tmp_path, own, IMPORT)
+    assert json.loads((own.folder / worktree_bytecode.MANIFEST).read_text()) == manifest
+
+
+def test_what_one_check_may_have_compiled_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "worktree").mkdir()
+    for n in range(5):
+        (tmp_path / "worktree" / f"m{n}.py").write_text(f"VALUE = {n}\n")
+    monkeypatch.setattr(worktree_bytecode, "MAX_LEARN_MODULES", 2)
+    own = WorktreeBytecode(tmp_path / "bytecode")
+    imports = "python -c 'import m0, m1, m2, m3, m4'"
+    gates(tmp_path, own, imports)
+    assert len(kept_files(own)) == 2
+    monkeypatch.setattr(worktree_bytecode, "MAX_LEARN_MODULES", 100)
+    monkeypatch.setattr(worktree_bytecode, "MAX_RUN_BYTES", 2 * len("VALUE = 0\n") + 3)
+    gates(tmp_path, own, imports)  # the run's bytes are spent: nothing more is compiled
+    assert len(kept_files(own)) == 2
+
+
+def test_a_check_that_makes_its_pycache_folder_a_link_gets_nothing_read(tmp_path: Path) -> None:
+    worktree(tmp_path, "VALUE = 0\n")
+    (tmp_path / "elsewhere" / str(tmp_path / "worktree").lstrip("/")).mkdir(parents=True)
+    # Bytecode names for the worktree's module, in a folder the check points its own at.
+    planted = tmp_path / "elsewhere" / str(tmp_path / "worktree").lstrip("/")
+    (planted / f"feature{SUFFIX}").write_bytes(b"")
+    own = WorktreeBytecode(tmp_path / "bytecode")
+    swap = f'rm -rf "$PYTHONPYCACHEPREFIX" && ln -s {tmp_path / "elsewhere"} "$PYTHONPYCACHEPREFIX"'
+    (result,) = gates(tmp_path, own, swap)
+    assert result.passed, result.output_tail
+    assert kept_files(own) == []

@@ -39,21 +39,24 @@ class UnsafeSeed(ValueError):
     """The seed's folder is not the worker's own: someone else could write bytecode into it."""
 
 
-def check_private(folder: Path) -> None:
+def check_private(folder: Path, *, whole: bool = False) -> None:
     """Refuse a seed folder another user could write: every check would execute its bytecode,
     and a forged pytest there passes what fails. The folder (if it exists) must be the
-    worker's, writable by it alone; the folder it is in must not let others rename it away
-    (writable by others only with the sticky bit, as /tmp is)."""
+    worker's, writable by it alone; no folder above it may let others rename it away (the
+    one it is in: writable by others only with the sticky bit, as /tmp is; those further up:
+    not writable by everyone without it). `whole`: everything in it too (at start)."""
     folder = Path(os.path.abspath(folder))
     what = f"the bytecode seed {folder} (REQDRIVE_BYTECODE_SEED)"
-    try:
-        parent = os.stat(folder.parent)
-    except OSError:
-        return  # made with the worker's own mode when first learned into
-    if parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX:
-        raise UnsafeSeed(
-            f"{what} is in a folder others may write: give it a folder of the worker's own"
-        )
+    for depth, above in enumerate(folder.parents):
+        try:
+            mode = os.stat(above).st_mode
+        except OSError:
+            continue  # made with the worker's own mode when first learned into
+        if mode & (0o022 if depth == 0 else 0o002) and not mode & stat.S_ISVTX:
+            raise UnsafeSeed(
+                f"{what} is in {above}, which others may write: give it a folder of the "
+                "worker's own"
+            )
     try:
         own = os.lstat(folder)
     except FileNotFoundError:
@@ -64,6 +67,23 @@ def check_private(folder: Path) -> None:
         raise UnsafeSeed(f"{what} belongs to another user: give the worker a folder of its own")
     if own.st_mode & 0o022:
         raise UnsafeSeed(f"{what} is writable by others: run `chmod go-w {folder}`")
+    if whole and own.st_mode & 0o011:  # others can reach inside: what is there must be safe
+        _check_inside(folder, what)
+
+
+def _check_inside(folder: Path, what: str) -> None:
+    """Nothing in the seed another user owns or may write, and no link: only what the
+    worker's compiler wrote."""
+    for where, folders, files in os.walk(folder):
+        for name in [*folders, *files]:
+            path = os.path.join(where, name)
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+                raise UnsafeSeed(
+                    f"{what} holds {path}, which is a link, another user's, or writable by "
+                    f"others: remove the folder (the worker fills it again) or run "
+                    f"`chmod -R go-w {folder}`"
+                )
 
 
 class BytecodeSeed:
@@ -108,6 +128,9 @@ class BytecodeSeed:
                     optimize=0,
                     invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
                 )
+                # py_compile gives it its source's mode, which may be group-writable: the
+                # seed's files are writable by the worker alone, readable by every check.
+                os.chmod(target, 0o644)
                 added += 1
         return added
 
@@ -136,8 +159,10 @@ class BytecodeSeed:
 
 def compiled_sources(prefix: Path) -> list[Path]:
     """The source each plain bytecode file in a run's pycache folder stands for (only its
-    name is read)."""
-    found = []
+    name is read). The folder itself may have been made a link by the check: none then."""
+    found: list[Path] = []
+    if os.path.islink(prefix) or not os.path.isdir(prefix):
+        return found
     for folder, _dirs, files in os.walk(prefix):
         for name in files:
             if name.endswith(SUFFIX) and not os.path.islink(os.path.join(folder, name)):

@@ -20,11 +20,8 @@ from worker.local.repo_cli import work_dir_for
 from worker.local.run_start import KEPT_REF
 from worker.local.runs import RunLine, list_runs, read_run, render_list, run_folder
 from worker.report.run_folder import RunFolder
+from worker.run.context import RunPlaces
 from worker.run.resume import stop_leftovers
-
-# The folders the pipeline keeps per run beside the run folder (agent and gate HOMEs, the
-# plan's handoff, the agent's git view): a discarded run leaves none of them behind.
-PER_RUN_FOLDERS = ("homes", "gatehomes", "handoff", "gitviews")
 
 
 def runs_main(argv: Sequence[str]) -> int:
@@ -99,8 +96,8 @@ def discard(run: RunLine, work_dir: Path, checkout: Path) -> list[str]:
         if run.branch:
             said += _discard_refs(cache, remote, run)
         release_run(cache, remote, run.run_id, run.branch, keep=False)
-        for name in PER_RUN_FOLDERS:
-            shutil.rmtree(work_dir / name / run.run_id, ignore_errors=True)
+        # The folders the pipeline keeps per run beside the run folder: none left behind.
+        RunPlaces.of(work_dir, run.run_id).scratch.remove()
         shutil.rmtree(folder)
     return [*said, f"discarded run {run.run_id}: its worktree and run folder are removed"]
 

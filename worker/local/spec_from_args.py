@@ -81,7 +81,7 @@ def _bytecode_seed(setting: str | None) -> Path | None:
     if not setting:
         return None
     try:
-        check_private(Path(setting))
+        check_private(Path(setting), whole=True)
     except UnsafeSeed as error:
         raise PreflightError(str(error)) from None
     return Path(setting)

@@ -147,7 +147,7 @@ def run_gate(
         _drop_stale(cwd, spec.junit)
     with results_folder() as folder:
         setup = reporter_setup(spec, runner, folder, only, env, narrow=narrow)
-        _fresh_pycache(folder, seed, own_bytecode)
+        _fresh_pycache(folder, seed, own_bytecode, cwd)
         gate_env = {**env, PYCACHE_VAR: str(folder / PYCACHE_DIR)}
         if spec.junit is True:
             gate_env[JUNIT_VAR] = str(folder / JUNIT_FILE)
@@ -172,7 +172,7 @@ def run_gate(
             # The tested code can print the marker too: nothing the first run wrote may be
             # read as the second's.
             empty_folder(folder)
-            _fresh_pycache(folder, seed, own_bytecode)
+            _fresh_pycache(folder, seed, own_bytecode, cwd)
             process = launch(setup.without_plugin(spec))
         if seed is not None:  # the worktree's, the gate's HOME and its own folder kept out
             seed.learn(
@@ -210,7 +210,7 @@ def run_gate(
 
 
 def _fresh_pycache(
-    folder: Path, seed: BytecodeSeed | None, own_bytecode: WorktreeBytecode | None
+    folder: Path, seed: BytecodeSeed | None, own_bytecode: WorktreeBytecode | None, cwd: Path
 ) -> None:
     """The run's own pycache folder: empty, or a copy of the seeds."""
     if seed is None:
@@ -218,7 +218,7 @@ def _fresh_pycache(
     else:
         seed.lay_into(folder / PYCACHE_DIR)
     if own_bytecode is not None:
-        own_bytecode.lay_into(folder / PYCACHE_DIR)
+        own_bytecode.lay_into(folder / PYCACHE_DIR, cwd)
 
 
 def _drop_stale(root: Path, rel: str) -> None:

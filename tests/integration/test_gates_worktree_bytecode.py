@@ -136,6 +136,7 @@ def test_only_plain_files_of_the_worktree_are_ever_read(tmp_path: Path) -> None:
     (tmp_path / "worktree").mkdir()
     secret = tmp_path / "secret.py"  # outside the worktree: the check can't be given it
     secret.write_text("TOKEN = 'ghs_secret'\nVALUE = 0\n")
+    secret.chmod(0o600)
     linked = tmp_path / "worktree" / "linked.py"
     linked.symlink_to(secret)
     hard = tmp_path / "worktree" / "hard.py"
@@ -206,3 +207,19 @@ def test_a_check_that_makes_its_pycache_folder_a_link_gets_nothing_read(tmp_path
     (result,) = gates(tmp_path, own, swap)
     assert result.passed, result.output_tail
     assert kept_files(own) == []
+
+
+def test_a_module_linked_from_a_cache_everyone_may_read_is_kept(tmp_path: Path) -> None:
+    # uv links a .venv's files to its cache: two names, one file, readable by everyone.
+    (tmp_path / "cache").mkdir()
+    cached = tmp_path / "cache" / "feature.py"
+    cached.write_text("VALUE = 0\n")
+    cached.chmod(0o644)
+    (tmp_path / "worktree").mkdir()
+    source = tmp_path / "worktree" / "feature.py"
+    os.link(cached, source)
+    own = WorktreeBytecode(tmp_path / "bytecode")
+    gates(tmp_path, own, IMPORT)
+    assert kept(own, source).is_file()
+    (second,) = gates(tmp_path, own, IMPORT)
+    assert second.passed and loaded_from_seed(second), second.output_tail

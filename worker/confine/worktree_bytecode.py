@@ -20,9 +20,9 @@ The worker compiles in a process of its own, isolated from the worktree, silent 
 (memory, time, and bytes and modules per check and per run), so a source made to crash or
 exhaust a compiler costs that process, not the run. It reads only regular files of the
 worktree, walked to from the worktree without following any link (a check may still be
-running in parallel and swapping folders), with no other name on the disk (a hard link could
-make the worker read a file the check cannot). A check's own bytecode is only ever read for
-its file names, never its bytes."""
+running in parallel and swapping folders), and with no other name on the disk unless everyone
+may read it (a hard link could make the worker read a file the check cannot). A check's own
+bytecode is only ever read for its file names, never its bytes."""
 
 from __future__ import annotations
 
@@ -187,15 +187,20 @@ def key_of(source: Path, data: bytes) -> str:
 
 def _read(root: Path, source: Path) -> bytes | None:
     """The source's bytes, if the worker may read it for a check: a regular file under the
-    worktree, walked to without following a link, with one name on the disk and of at most
-    MAX_SOURCE_BYTES; what the descriptor opened says, not what the path said before."""
+    worktree, walked to without following a link, with one name on the disk or readable by
+    everyone, and of at most MAX_SOURCE_BYTES; what the descriptor opened says, not what the
+    path said before."""
     try:
         fd = open_under(root, source.relative_to(root).as_posix())
     except (OSError, ValueError):
         return None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > MAX_SOURCE_BYTES:
+        # A file with another name elsewhere is read only if everyone may read it: then the
+        # check can read it through the worktree's name itself (uv links a .venv's files to
+        # its cache); else it could be a file the check must not see, linked in.
+        shared = info.st_nlink != 1 and not info.st_mode & stat.S_IROTH
+        if not stat.S_ISREG(info.st_mode) or shared or info.st_size > MAX_SOURCE_BYTES:
             return None
         data = handle.read(MAX_SOURCE_BYTES + 1)
     return data if len(data) <= MAX_SOURCE_BYTES else None

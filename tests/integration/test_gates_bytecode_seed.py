@@ -8,6 +8,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,10 @@ FORGE = (
 CHECK = "python -c 'import json, sys; sys.exit(0 if json.dumps(1) == \"1\" else 3)'"
 
 
-def gates(tmp_path: Path, seed: BytecodeSeed, *commands: str) -> list[GateResult]:
+def gates(
+    tmp_path: Path, seed: BytecodeSeed | None, *commands: str, **options: Any
+) -> list[GateResult]:
+    """The commands as one run's checks, in tmp_path/worktree, each with a HOME of its own."""
     specs = [GateSpec(name=f"g{n}", command=c) for n, c in enumerate(commands)]
     (tmp_path / "home" / "tmp").mkdir(parents=True, exist_ok=True)
     home = {"HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "home" / "tmp")}
@@ -53,6 +57,7 @@ def gates(tmp_path: Path, seed: BytecodeSeed, *commands: str) -> list[GateResult
         redactor=Redactor(),
         fail_fast=False,
         seed=seed,
+        **options,
     )
 
 

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_gates_bytecode_seed import gates as checks
 from worker.confine import worktree_bytecode
 from worker.confine.bytecode_seed import SUFFIX
-from worker.confine.redact import Redactor
 from worker.confine.worktree_bytecode import MAX_SOURCE_BYTES, TREE, WorktreeBytecode, key_of
-from worker.model.gates import GateResult, GateSpec
-from worker.verdict.gates import run_gates
+from worker.model.gates import GateResult
 
 ENV = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"}
 # Python says where it loaded a module's code from (-v): "code object from '<pyc>'" when it
@@ -26,19 +25,7 @@ IMPORT = "python -v -c 'import feature, sys; sys.exit(feature.VALUE)' 2>&1"
 
 
 def gates(tmp_path: Path, own: WorktreeBytecode, *commands: str) -> list[GateResult]:
-    specs = [GateSpec(name=f"g{n}", command=c) for n, c in enumerate(commands)]
-    (tmp_path / "home" / "tmp").mkdir(parents=True, exist_ok=True)
-    home = {"HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "home" / "tmp")}
-    return run_gates(
-        specs,
-        cwd=tmp_path / "worktree",
-        env={**ENV, **home},
-        output_dir=tmp_path / "out",
-        label="iteration-1",
-        redactor=Redactor(),
-        fail_fast=False,
-        own_bytecode=own,
-    )
+    return checks(tmp_path, None, *commands, own_bytecode=own)
 
 
 def kept(own: WorktreeBytecode, source: Path) -> Path:

@@ -119,6 +119,13 @@ def test_single_star_stays_in_one_folder() -> None:
     assert matches_any("build/x/y", ["build/"])
 
 
+def test_double_star_spans_folders_whose_names_hold_a_newline() -> None:
+    # A name may hold any character but "/": a conftest.py there is still every conftest.py.
+    assert matches_any("extras\n/conftest.py", ["**/conftest.py"])
+    assert matches_any("a\nb/c/d.env", ["**/*.env"])
+    assert not matches_any("x\n.py", ["*.env"])
+
+
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, check=True, capture_output=True, text=True

@@ -5,7 +5,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from worker.verdict.runner_reach import installed_modules, reach_note, runner_reach, shadowing
+from worker.verdict.runner_reach import (
+    installed_modules,
+    reach_note,
+    runner_reach,
+    runner_requirements,
+    shadowing,
+)
 from worker.verdict.test_side import TestSide
 
 
@@ -97,3 +103,41 @@ def test_the_installed_modules_are_read_from_the_setups_site_packages(tmp_path: 
     (site / "six.py").write_text("")
     (site / "deepdiff-6.0.dist-info").mkdir()
     assert installed_modules(tmp_path, [".venv/"]) == {"deepdiff", "six"}
+
+
+def test_files_git_quotes_are_read_under_their_own_names(tmp_path: Path) -> None:
+    repo, pre, commit = change(
+        tmp_path,
+        {
+            "calc_\u00fc.py": "import _pytest.python\n",
+            'we"ird\tname.py': "from pytest import hookimpl\n",
+            "tests/hook.py": "def pytest_pyfunc_call(pyfuncitem):\n    return True\n",
+        },
+    )
+    found = runner_reach(repo, pre, commit, TestSide(globs=()))
+    assert sorted(found) == [
+        "calc_\u00fc.py:1 names pytest's machinery",
+        "tests/hook.py:1 names pytest's machinery",  # a hook by name
+        "we\"ird\tname.py:1 names pytest's machinery",
+    ]
+
+
+def test_what_pytest_requires_and_imports_at_its_start_cannot_be_shadowed(
+    tmp_path: Path,
+) -> None:
+    assert {"iniconfig", "pluggy", "packaging"} <= runner_requirements()
+    repo, pre, commit = change(tmp_path, {"iniconfig.py": "", "src/packaging/__init__.py": ""})
+    found = shadowing(repo, pre, commit, TestSide(globs=()), frozenset())
+    assert found == [
+        "iniconfig.py shadows the module iniconfig the checks import from elsewhere",
+        "src/packaging/__init__.py shadows the module packaging the checks import from elsewhere",
+    ]
+
+
+def test_a_plugin_named_in_the_environment_is_reaching_into_the_runner(tmp_path: Path) -> None:
+    repo, pre, commit = change(
+        tmp_path, {"calc.py": "import os\nos.environ['PYTEST_PLUGINS'] = 'x'\n"}
+    )
+    assert runner_reach(repo, pre, commit, TestSide(globs=())) == [
+        "calc.py:2 names reqdrive's reporter or its reports"
+    ]

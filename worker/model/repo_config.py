@@ -303,4 +303,6 @@ def _glob_re(glob: str) -> re.Pattern[str]:
             pattern, i = pattern + "[^/]", i + 1
         else:
             pattern, i = pattern + re.escape(glob[i]), i + 1
-    return re.compile(pattern)
+    # A path's names may hold any character but "/", a newline too: `**` must cross it, or
+    # "extras\n/conftest.py" would slip past `**/conftest.py` (the test side, forbidden paths).
+    return re.compile(pattern, re.DOTALL)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import replace
@@ -15,14 +13,16 @@ from worker.agents.pricing import CallCost, call_cost, with_cost
 from worker.confine.bytecode_seed import BytecodeSeed
 from worker.confine.disk import empty_folders, over_quota
 from worker.confine.egress_rules import REGISTRY_ENDPOINTS
-from worker.confine.safe_paths import LinkError, empty_folder, parent_of, remove_under
+from worker.confine.safe_paths import empty_folder, remove_under
 from worker.confine.sandbox import Sandbox, SandboxNetwork
 from worker.confine.worktree_bytecode import WorktreeBytecode
 from worker.exceptions import AgentError, BudgetReached
 from worker.model.gates import GateResult
-from worker.model.repo_config import DEFAULT_SETUP_CACHE, GatesMode
+from worker.model.repo_config import GatesMode
 from worker.model.state import StopReason
 from worker.run.context import RunContext
+from worker.run.setup_made import real_path, setup_made
+from worker.run.setup_made import state as setup_state
 from worker.run.turn_budget import TurnBudget
 from worker.verdict.frozen_side import changed_during_check, file_states, frozen_paths
 from worker.verdict.gates import run_gates
@@ -68,7 +68,7 @@ def call_agent(
     folder = ctx.folder
     prompt_path = folder.write_text(folder.prompt_path(label).name, prompt)
     sandbox = _agent_sandbox(ctx)
-    environment = _setup_state(ctx, deep=sandbox is None)
+    environment = setup_state(ctx, deep=sandbox is None)
     call = AgentCall(
         prompt_file=prompt_path,
         cwd=ctx.git.path,
@@ -264,10 +264,11 @@ def _agent_sandbox(ctx: RunContext) -> Sandbox | None:
     if ctx.spec.sandbox is None:
         return None
     view = ctx.git.agent_view(ctx.places.git_view)
-    # The setup's installed environment read-only over the writable worktree: the agent
-    # reads it, but an edited package or a planted .pth would change every later check.
+    # What the setup made read-only over the writable worktree: the agent reads it, but an
+    # edited package, a planted .pth or a rewritten generated module would change every
+    # later check (setup_made.py).
     worktree = ctx.git.path
-    installed = [worktree / name for name in setup_folders(ctx) if real_folder(worktree, name)]
+    installed = [worktree / name for name in setup_made(ctx) if real_path(worktree, name)]
     return ctx.spec.sandbox.bind(
         writable=[ctx.places.home, handoff, view.git_dir],
         readonly=[*ctx.toolchains.folders, view.objects],
@@ -275,55 +276,12 @@ def _agent_sandbox(ctx: RunContext) -> Sandbox | None:
     )
 
 
-def setup_folders(ctx: RunContext) -> list[str]:
-    """The folders the repository's `setup` fills (none without one): `setupCache`'s and
-    the usual ones, which the worker keeps out of git and every check runs with."""
-    if not ctx.config.setup:
-        return []
-    return list(dict.fromkeys([*(ctx.config.setup_cache or {}), *DEFAULT_SETUP_CACHE]))
-
-
-def real_folder(root: Path, rel: str) -> bool:
-    """Is root/rel a folder, reached without following any link?"""
-    try:
-        with parent_of(root, rel) as (folder, name):
-            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except (LinkError, FileNotFoundError, NotADirectoryError):
-        return False
-    return stat.S_ISDIR(info.st_mode)
-
-
-def _setup_state(ctx: RunContext, *, deep: bool) -> dict[str, tuple[int, ...] | None]:
-    """Each setup folder's state: None when absent; when `deep` (no sandbox binds them
-    read-only) a fingerprint of every entry's kind, size, inode and change times."""
-    worktree = ctx.git.path
-    state: dict[str, tuple[int, ...] | None] = {}
-    for name in setup_folders(ctx):
-        if not real_folder(worktree, name):
-            state[name] = None
-        else:
-            state[name] = _fingerprint(worktree / name) if deep else ()
-    return state
-
-
-def _fingerprint(folder: Path) -> tuple[int, ...]:
-    # ctime too: no one can set it back, as `touch` sets an edited file's mtime back.
-    facts: list[int] = []
-    for where, dirs, files in os.walk(folder, followlinks=False):
-        dirs.sort()
-        for entry in sorted((*dirs, *files)):
-            info = os.lstat(os.path.join(where, entry))
-            facts.append(hash((where, entry)))
-            facts += [info.st_mode, info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
-    return tuple(facts)
-
-
 def _check_setup_state(
     ctx: RunContext, before: dict[str, tuple[int, ...] | None], *, deep: bool
 ) -> None:
     """After an agent call: a setup folder it made or changed is removed, and the run ends
     (AgentError): every later check would run with what it installed, not the setup's."""
-    after = _setup_state(ctx, deep=deep)
+    after = setup_state(ctx, deep=deep)
     changed = [name for name, state in after.items() if state != before.get(name)]
     if not changed:
         return
@@ -361,8 +319,8 @@ def _gate_sandbox(
     worktree = ctx.git.path
     frozen = [
         worktree / name
-        for name in (setup_folders(ctx) if frozen_setup else [])
-        if name != "node_modules" and real_folder(worktree, name)
+        for name in (setup_made(ctx) if frozen_setup else [])
+        if name != "node_modules" and real_path(worktree, name)
     ]
     return ctx.spec.sandbox.bind(
         writable=[view.git_dir],

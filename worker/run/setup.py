@@ -24,8 +24,9 @@ from worker.exceptions import SetupFailed
 from worker.git.runner import run_git
 from worker.model.gates import GateResult, GateSpec
 from worker.model.repo_config import DEFAULT_SETUP_CACHE
-from worker.run.calls import real_folder, setup_folders, setup_sandbox, sweep_leftovers
+from worker.run.calls import setup_sandbox, sweep_leftovers
 from worker.run.context import RunContext
+from worker.run.setup_made import real_folder, setup_folders
 
 SETUP = "setup"  # its log is the run folder's setup.log; the console names it so
 SETUP_TIMEOUT_S = 1800.0

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path, PurePosixPath
 
 from worker.git.runner import run_git
@@ -19,7 +21,8 @@ from worker.verdict.test_side import TestSide
 # that hides the names (built from strings at run time) is not found, and honest code that
 # names them (a pytest helper library) is flagged.
 PYTHON = (
-    (re.compile(r"\b_?pytest\b|\bpluggy\b|\bpluginmanager\b"), "names pytest's machinery"),
+    # pytest itself, and its hooks by name (`pytest_pyfunc_call`, `pytest_runtest_call`).
+    (re.compile(r"\b_?pytest(_\w+)?\b|\bpluggy\b|\bpluginmanager\b"), "names pytest's machinery"),
     (re.compile(r"\bsys\.(settrace|setprofile|excepthook)\b"), "traces or hooks the running code"),
     (re.compile(r"\batexit\b|\bos\._exit\b"), "acts as the test process exits"),
     (re.compile(r"\bgc\.get_(objects|referrers)\b"), "searches the process's objects"),
@@ -43,7 +46,7 @@ ANY = (
     (
         re.compile(
             r"\breqdrive_results\b|\bREQDRIVE_[A-Z_]+|pytest-results\.jsonl|report\.junit\.xml"
-            r"|\bPYTEST_ADDOPTS\b|\bGOFLAGS\b|--junit-?xml"
+            r"|\bPYTEST_ADDOPTS\b|\bPYTEST_PLUGINS\b|\bGOFLAGS\b|--junit-?xml"
         ),
         "names reqdrive's reporter or its reports",
     ),
@@ -56,6 +59,8 @@ BY_SUFFIX = {
 # Prose and data no check runs: a README that documents REQDRIVE_SANDBOX reaches nothing.
 PROSE = frozenset({".md", ".markdown", ".rst", ".txt", ".adoc", ".csv", ".svg"})
 SHOWN = 5  # findings named in the reason
+# git's C-style escapes in a quoted path (quote_c_style), besides \ooo octal bytes.
+C_ESCAPES = {"a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r"}
 
 
 def runner_reach(cwd: Path, pre: str, commit: str, side: TestSide) -> list[str]:
@@ -68,8 +73,10 @@ def runner_reach(cwd: Path, pre: str, commit: str, side: TestSide) -> list[str]:
     path, line = "", 0
     for text in diff.splitlines():
         if text.startswith("+++ "):
-            name = text[4:]
+            name = _unquoted(text[4:])
             path = name[2:] if name.startswith("b/") else ""
+            if not path and name != "/dev/null":  # never skipped unread: said
+                found.append(f"{name!r}: a file name the worker cannot read")
         elif text.startswith("@@"):
             match = re.search(r"\+(\d+)", text)
             line = int(match.group(1)) if match else 0
@@ -84,6 +91,25 @@ def runner_reach(cwd: Path, pre: str, commit: str, side: TestSide) -> list[str]:
                     found.append(finding)
             line += 1
     return found
+
+
+def _unquoted(name: str) -> str:
+    """A path as git prints it in a diff header: as is, or C-quoted ("b/caf\\303\\251.py")
+    when it holds a byte outside printable ASCII, a quote or a backslash."""
+    if not (len(name) >= 2 and name.startswith('"') and name.endswith('"')):
+        return name
+    raw, i, body = bytearray(), 0, name[1:-1]
+    while i < len(body):
+        if body[i] != "\\":
+            raw += body[i].encode()
+            i += 1
+        elif body[i + 1 : i + 4].isdigit() and len(body[i + 1 : i + 4]) == 3:
+            raw.append(int(body[i + 1 : i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            raw += C_ESCAPES.get(body[i + 1 : i + 2], body[i + 1 : i + 2]).encode()
+            i += 2
+    return raw.decode("utf-8", errors="surrogateescape")
 
 
 def reach_note(found: Sequence[str]) -> str:
@@ -101,6 +127,7 @@ def reach_note(found: Sequence[str]) -> str:
 # (`pytest.py` there runs instead of pytest, and may start the real one with a plugin of its
 # own), the standard library, and whatever the setup installed.
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "xdist", "hypothesis"})
+RUNNER_DISTRIBUTION = "pytest"
 IMPORT_ROOTS = ("src/", "")  # the longest first: src/x.py is module x
 
 
@@ -112,13 +139,34 @@ def shadowing(
     added = run_git(
         ["diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", pre, commit], cwd=cwd
     )
-    known = RUNNER_MODULES | frozenset(sys.stdlib_module_names) | installed
+    known = RUNNER_MODULES | runner_requirements() | frozenset(sys.stdlib_module_names) | installed
     found: list[str] = []
     for path in sorted(p for p in added.split("\0") if p and not side.covers(p)):
         name = _module_name(path)
         if name is not None and name in known:
             found.append(f"{path} shadows the module {name} the checks import from elsewhere")
     return found
+
+
+@functools.cache
+def runner_requirements() -> frozenset[str]:
+    """The top-level modules of what pytest requires, as installed beside the worker
+    (iniconfig, packaging, pygments...): pytest imports them at its start, before any test,
+    so a module of that name at the worktree's top runs in its place."""
+    try:
+        requires = metadata.distribution(RUNNER_DISTRIBUTION).requires or []
+    except metadata.PackageNotFoundError:
+        return frozenset()
+    wanted = {  # what it always requires, not its test extras
+        re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0].lower()
+        for r in requires
+        if "extra ==" not in r.replace('"', "").replace("'", "")
+    }
+    return frozenset(
+        module
+        for module, distributions in metadata.packages_distributions().items()
+        if any(d.lower().replace("_", "-") in wanted for d in distributions)
+    )
 
 
 def _module_name(path: str) -> str | None:

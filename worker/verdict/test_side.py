@@ -41,12 +41,14 @@ ECOSYSTEM_MARKERS: dict[str, tuple[str, ...]] = {
     "rust": ("**/Cargo.toml",),
 }
 # On the test side whatever `testPaths` says: what pytest and Python read before any test
-# runs (a conftest, a pytest config in any folder, a startup hook, packaging metadata, whose
-# `pytest11` entry points pytest loads as plugins from any folder on sys.path), the JS
-# runners' configs and what transforms their tests (vite's config is vitest's when it has
-# none of its own; babel's rewrites every test jest loads).
+# runs or collect as tests wherever they are (a conftest, a doctest file, a pytest config in
+# any folder, a startup hook, packaging metadata, whose `pytest11` entry points pytest loads
+# as plugins from any folder on sys.path), the JS runners' configs and what transforms their
+# tests (vite's config is vitest's when it has none of its own; babel's rewrites every test
+# jest loads).
 ALWAYS_TEST_PATHS = (
     "**/conftest.py",
+    "**/test*.txt",  # pytest collects these as doctests by default (--doctest-glob)
     "**/pytest.ini",
     "**/.pytest.ini",
     "**/pytest.toml",

@@ -13,6 +13,7 @@ import unicodedata
 
 from bot.github.ci_runs import failed_checks, head_checks
 from bot.github.client import RepoClient
+from bot.github.head_check import conclude_on_head
 from bot.jobs.ci_logs import CiFailure, read_failure
 from bot.jobs.job_frame import Answer, reply
 from bot.jobs.pr_stories import run_added_stories
@@ -55,11 +56,11 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
         return {"status": "ignored: the pull request's head moved on; its own CI will tell"}
     store = CiFixes(rt.conn)
     if request.conclusion == "success":
-        return _green(client, request, store, number, head)
+        return _green(rt, client, record, request, store)
     who = store.handed_off(request.repo, number)
     if who is not None:
         if store.say_once(request.repo, number, "handed_off"):
-            _stop(client, request, HANDED_OFF.format(sha=head[:12], who=_login(who)))
+            _stop(rt, client, record, request, HANDED_OFF.format(sha=head[:12], who=_login(who)))
         return {"status": "handed off", "to": who}
     ctx = repo_context(client)
     if not ctx.config.ci_fix:
@@ -79,7 +80,7 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
         if store.say_once(request.repo, number, "spent"):
             checks = ", ".join(f"`{neutralize(c)}`" for c in failure.checks) or "see CI"
             times = f"{spent} time" + ("s" if spent != 1 else "")
-            _stop(client, request, SPENT.format(n=times, checks=checks))
+            _stop(rt, client, record, request, SPENT.format(n=times, checks=checks))
         return {"status": "attempts spent", "attempts": spent}
     if not failure.checks:
         return {"status": "ignored: GitHub lists no failed job for it"}
@@ -143,31 +144,44 @@ def ci_story(story_id: str, failure: CiFailure, *, priority: int) -> StoryRecord
 
 
 def _green(
-    client: RepoClient, request: RunRequest, store: CiFixes, number: int, head: str
+    rt: Runtime, client: RepoClient, record: RunRecord, request: RunRequest, store: CiFixes
 ) -> Answer:
     """A success on the head: said once, when reqdrive fixed CI here and every other check
     on the head has completed without failing."""
+    number, head = request.issue_number or 0, request.head_sha or ""
     if store.attempts(request.repo, number) == 0:
         return {"status": "ignored: green, and reqdrive fixed nothing here"}
     checks = head_checks(client, head)
     if any(c.status != "completed" or c.conclusion in NOT_GREEN for c in checks):
         return {"status": "ignored: other checks on the head are not green (yet)"}
     if store.say_once(request.repo, number, f"green:{head}"):
-        _stop(client, request, GREEN.format(sha=head[:12]), conclusion="success")
+        _stop(rt, client, record, request, GREEN.format(sha=head[:12]), conclusion="success")
     return {"status": "green"}
 
 
-def _stop(client: RepoClient, request: RunRequest, text: str, conclusion: str = "neutral") -> None:
-    """One short comment on the pull request, and a check run on its head saying the same."""
+def _stop(
+    rt: Runtime,
+    client: RepoClient,
+    record: RunRecord,
+    request: RunRequest,
+    text: str,
+    conclusion: str = "neutral",
+) -> None:
+    """One short comment on the pull request, and the run's check run on its head saying the
+    same (one "reqdrive" check run per head: bot/github/head_check.py)."""
     reply(client, request, text)
     sha = request.head_sha or ""
-    client.create_check_run(
-        sha=sha,
-        external_id=f"ci-{request.delivery_id}",
-        status="completed",
-        conclusion=conclusion,
-        output={"title": CHECK_TITLE, "summary": text},
+    check_id = conclude_on_head(
+        client, record, sha, conclusion=conclusion, title=CHECK_TITLE, summary=text
     )
+    # The record follows it, so a run ending on this head later completes this one too; a
+    # run going keeps the record its own.
+    if rt.records.alive(record.run_id):
+        return
+    fresh = rt.records.load(record.run_id)
+    if fresh is not None and (fresh.check_run_id, fresh.check_sha) != (check_id, sha):
+        fresh.check_run_id, fresh.check_sha, fresh.annotated = check_id, sha, []
+        rt.records.save(fresh)
 
 
 def _after(stories: list[StoryRecord]) -> int:

@@ -158,8 +158,16 @@ def test_a_failing_workflow_gets_a_ci_fix_commit_and_green_is_said_once(scene: S
 
     [green] = [b for b in pr_comments(scene, pull) if "CI is green" in b]
     assert head[:12] in green
-    said = [c for c in scene.gh.check_runs_of(REPO) if c.get("head_sha") == head]
-    assert any(c.get("conclusion") == "success" and "green" in str(c["output"]) for c in said)
+    # The run's own check run on the head says it: one "reqdrive" check per commit.
+    [said] = reqdrive_checks(scene, head)
+    assert said["conclusion"] == "success", said
+    assert "green" in said["output"]["summary"] and "CI-001" in said["output"]["summary"]
+
+
+def reqdrive_checks(scene: Scene, sha: str) -> list[dict[str, Any]]:
+    """The check runs named "reqdrive" on `sha`, as the pull request's checks list them."""
+    runs = scene.gh.check_runs_of(REPO)
+    return [c for c in runs if c.get("head_sha") == sha and c["name"] == "reqdrive"]
 
 
 def checkpoint(scene: Scene, pull: dict[str, Any]) -> Checkpoint:
@@ -199,8 +207,14 @@ def test_ci_failing_again_after_the_last_attempt_stops_and_says_so_once(scene: S
     assert "`tests`" in spent
     assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001", "CI-001"]
     head = pull["head"]["sha"]
-    said = [c for c in scene.gh.check_runs_of(REPO) if c.get("head_sha") == head]
-    assert [c["conclusion"] for c in said if "handing back" in str(c["output"])] == ["neutral"]
+    # The CI fix's own check run on its head, completed with the word: not a second one.
+    [check] = reqdrive_checks(scene, head)
+    assert check["conclusion"] == "neutral", check
+    summary = check["output"]["summary"]
+    assert summary.startswith("🛑 CI failed 1 time after reqdrive's fixes"), summary
+    assert "CI-001" in summary.split("---", 1)[1]  # what the run said, kept below
+    record = scene.records().for_source(REPO, f"ISSUE-{pull['_issue']}")
+    assert record is not None and (record.check_run_id, record.check_sha) == (check["id"], head)
 
 
 def test_a_persons_push_hands_the_pull_request_off_until_fix_is_asked(scene: Scene) -> None:
@@ -217,6 +231,8 @@ def test_a_persons_push_hands_the_pull_request_off_until_fix_is_asked(scene: Sce
     assert scene.project.calls() == calls
     [handed] = [b for b in pr_comments(scene, pull) if "theirs" in b]
     assert "`alice` pushed to this branch" in handed and "/reqdrive fix" in handed
+    [check] = reqdrive_checks(scene, head)  # none of the run's on their commit: one made
+    assert check["conclusion"] == "neutral" and "theirs" in check["output"]["summary"]
     assert git(scene.remote, "rev-parse", pull["head"]["ref"]) == head  # untouched
 
     CiFixes(scene.conn).clear(REPO, pull["number"])  # what `/reqdrive fix` does

@@ -4,28 +4,35 @@ A failure of CI that is not reqdrive's on the PR's head, with `ciFix` on and att
 appends a story (CI-001, CI-002 ...) to the run's plan and runs it as `/reqdrive retry` runs a
 story: on the PR branch, judged by the worker, pushed, the PR, progress comment and check run
 updated. It stops, saying which in one comment and a check run, when the attempts are spent,
-when CI goes green after a fix, or when a person pushed to the branch (handed off).
+when CI goes green after a fix, or when a person pushed to the branch (handed off). A result
+arriving while a run of the pull request is going waits for the run to end, then is decided
+on the head the run ended on (bot/stores/ci_waiting.py); one on an older head is dropped.
 """
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 
 from bot.github.ci_runs import failed_checks, head_checks
 from bot.github.client import RepoClient
 from bot.github.head_check import conclude_on_head
 from bot.jobs.ci_logs import CiFailure, read_failure
+from bot.jobs.drive import queue_waiting_ci
 from bot.jobs.job_frame import Answer, reply
 from bot.jobs.pr_stories import run_added_stories
 from bot.jobs.preflight import Refusal, repo_context, run_of_pull
 from bot.jobs.runtime import Runtime
 from bot.requests import RunRequest
 from bot.stores.ci_fixes import CiFixes
+from bot.stores.ci_waiting import CiWaiting
 from bot.stores.runs import RunRecord
 from worker.confine.redact import Redactor
 from worker.model.feedback import CiCheck
 from worker.model.state import StoryRecord
 from worker.report.inert_text import neutralize
+
+log = logging.getLogger(__name__)
 
 STORY_PREFIX = "CI"
 CHECK_TITLE = "reqdrive: CI fix"
@@ -53,7 +60,11 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
         return {"status": f"ignored: {refusal.message}"}
     pull = client.read(lambda: client.repo.get_pull(number))
     if pull.head.sha != head:
+        extra = {"run_id": record.run_id, "head": head, "conclusion": request.conclusion}
+        log.info("ci result superseded: the pull request's head moved on", extra=extra)
         return {"status": "ignored: the pull request's head moved on; its own CI will tell"}
+    if rt.records.alive(record.run_id):
+        return _after_the_run(rt, record, request)
     store = CiFixes(rt.conn)
     if request.conclusion == "success":
         return _green(rt, client, record, request, store)
@@ -65,8 +76,6 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
     ctx = repo_context(client)
     if not ctx.config.ci_fix:
         return {"status": "ignored: ciFix is off"}
-    if rt.records.alive(record.run_id):
-        return {"status": "ignored: a run is going; its push runs CI again"}
     failure = read_failure(
         failed_checks(
             client,
@@ -88,6 +97,26 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
     if not store.claim_head(request.repo, number, head):
         return {"status": "ignored: this head's CI failure was taken up already"}
     return _fix(rt, client, record, request, failure, spent + 1, ctx.config.ci_fix_attempts)
+
+
+def _after_the_run(rt: Runtime, record: RunRecord, request: RunRequest) -> Answer:
+    """A run of the pull request is going: its CI result waits for the run to end, which
+    queues it again (bot/jobs/drive.py); then the head the run ended on decides. Kept is the
+    newest head's (a failure and a success); an older head's, its push superseded."""
+    head = request.head_sha or ""
+    older = CiWaiting(rt.conn).put(
+        record.run_id,
+        head,
+        success=request.conclusion == "success",
+        request_json=request.model_dump_json(),
+    )
+    extra = {"run_id": record.run_id, "head": head, "conclusion": request.conclusion}
+    log.info("ci result waits for the run", extra=extra)
+    if older is not None:
+        log.info("ci result superseded: a newer head's waits", extra={**extra, "head": older})
+    if not rt.records.alive(record.run_id):  # it ended meanwhile, maybe before it looked
+        queue_waiting_ci(rt, record)
+    return {"status": "queued after the running run", "run_id": record.run_id}
 
 
 def _fix(

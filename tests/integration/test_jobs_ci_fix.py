@@ -3,6 +3,7 @@ green said once; attempts spent said once; a person's push hands the pull reques
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from bot.ops.settings import load_settings
 from bot.requests import JobKind, RunRequest
 from bot.stores.checkpoints import RedisCheckpointStore
 from bot.stores.ci_fixes import CiFixes
+from bot.stores.ci_waiting import CiWaiting
 from tests.integration.test_jobs import QUEUE, REPO, Scene, progress_comments
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_ci import CiJob, add_workflow_run
@@ -311,3 +313,43 @@ def test_green_without_a_fix_or_on_an_old_head_says_nothing(scene: Scene) -> Non
     ci_result(scene, stale, log=PYTEST_LOG)
     assert not [b for b in pr_comments(scene, pull) if "CI" in b]
     assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001"]
+
+
+def test_ci_results_while_a_run_goes_wait_and_the_head_it_ends_on_decides(
+    scene: Scene, caplog: pytest.LogCaptureFixture
+) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    scene.scenario({"stories": {"CI-001": [{"write": FILES_FIXED}]}})
+    record = scene.records().for_source(REPO, f"ISSUE-{pull['_issue']}")
+    assert record is not None
+    run_id = record.run_id
+    scene.records().beat(run_id)  # a run of this pull request is going on some worker
+    calls = scene.project.calls()
+
+    with caplog.at_level(logging.INFO, logger="bot.jobs.ci_fix"):
+        ci_result(scene, pull, log=PYTEST_LOG)  # on the head as the run started
+        # The run pushes a commit (as a story would), and CI fails on it too.
+        head = push_as_alice(scene, pull, {"notes.md": "the run's commit\n"})
+        cp = checkpoint(scene, pull)
+        cp.head_sha = cp.pushed_sha = head
+        RedisCheckpointStore(scene.conn).save(cp)
+        ci_result(scene, pull, log=PYTEST_LOG)
+
+    assert scene.project.calls() == calls  # nothing ran beside the run, nothing was said
+    assert not [b for b in pr_comments(scene, pull) if "CI" in b]
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("ci result waits for the run") == 2
+    assert "ci result superseded: a newer head's waits" in said  # the older head's, dropped
+    waiting = CiWaiting(scene.conn).take(run_id)
+    assert len(waiting) == 1 and head in waiting[0]
+    CiWaiting(scene.conn).put(run_id, head, success=False, request_json=waiting[0])
+
+    scene.records().ended(run_id)  # the run ends on `head`: `/reqdrive run` on the PR for it
+    enqueue(scene, JobKind.RUN, issue_number=pull["number"], comment_id=5)
+    scene.work()  # the run, then the CI result it queued: a fix of the head it ended on
+
+    assert scene.project.calls()[len(calls) :] == ["CI-001 1 tests", "CI-001 1"]
+    assert CiFixes(scene.conn).attempts(REPO, pull["number"]) == 1
+    fixed = git(scene.remote, "rev-parse", pull["head"]["ref"])
+    assert git(scene.remote, "rev-parse", f"{fixed}~1") == head  # on top of the run's head
+    assert CiWaiting(scene.conn).take(run_id) == []

@@ -18,6 +18,7 @@ from bot.github.ci_runs import failed_checks, head_checks
 from bot.github.client import RepoClient
 from bot.github.head_check import conclude_on_head
 from bot.jobs.ci_logs import CiFailure, read_failure
+from bot.jobs.ci_unstarted import take_back_unstarted
 from bot.jobs.drive import queue_waiting_ci
 from bot.jobs.job_frame import Answer, reply
 from bot.jobs.pr_stories import run_added_stories
@@ -142,6 +143,10 @@ def _fix(
         rt, client, record, [story], labels=labels, head=request.head_sha, note=note
     )
     result = added.result
+    if result is None:  # stopped before the story (its workspace): no attempt spent
+        unstarted = take_back_unstarted(rt, client, record, request, story.id)
+        if unstarted is not None:
+            return unstarted
     status = "failed" if result is None else "finished"
     return {"status": status, "run_id": record.run_id, "story": story.id}
 

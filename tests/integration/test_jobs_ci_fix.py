@@ -353,3 +353,35 @@ def test_ci_results_while_a_run_goes_wait_and_the_head_it_ends_on_decides(
     fixed = git(scene.remote, "rev-parse", pull["head"]["ref"])
     assert git(scene.remote, "rev-parse", f"{fixed}~1") == head  # on top of the run's head
     assert CiWaiting(scene.conn).take(run_id) == []
+
+
+def test_a_ci_fix_whose_run_stops_at_its_workspace_counts_no_attempt(scene: Scene) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    scene.scenario({"stories": {"CI-001": [{"write": FILES_FIXED}]}})
+    records, number = scene.records(), pull["number"]
+    record = records.for_source(REPO, f"ISSUE-{pull['_issue']}")
+    assert record is not None
+    remote, record.clone_url = record.clone_url, str(scene.tmp / "moved.git")
+    records.save(record)  # the clone fails: the run stops at its workspace step
+    calls = scene.project.calls()
+
+    ci_result(scene, pull, log=PYTEST_LOG)
+
+    assert scene.project.calls() == calls  # the agent was never called
+    assert CiFixes(scene.conn).attempts(REPO, number) == 0  # ciFixAttempts: 1 is not used up
+    [said] = [b for b in pr_comments(scene, pull) if "could not start" in b]
+    assert "CI-001" in said and "at its workspace step" in said and "moved.git" in said
+    assert "not counted as one of the `ciFixAttempts` (0 used)" in said
+    assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001"]  # taken back
+
+    fixed = records.load(record.run_id)
+    assert fixed is not None
+    fixed.clone_url = remote
+    records.save(fixed)
+    ci_result(scene, pull, log=PYTEST_LOG)  # CI run again on the same head, failing again
+
+    assert scene.project.calls()[len(calls) :] == ["CI-001 1 tests", "CI-001 1"]
+    assert CiFixes(scene.conn).attempts(REPO, number) == 1
+    assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001", "CI-001"]
+    assert checkpoint(scene, pull).story("CI-001").state is StoryState.PASSED
+    assert not [b for b in pr_comments(scene, pull) if "handing back" in b]

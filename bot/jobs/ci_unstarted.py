@@ -31,7 +31,7 @@ NOT_STARTED = (
 )
 
 
-def started(story: StoryRecord) -> bool:
+def _started(story: StoryRecord) -> bool:
     """Did the run get to the story: an attempt made, or CI's tests run before the first?"""
     reproduced = story.ci is not None and story.ci.reproduced is not None
     return bool(story.attempts) or reproduced or story.state is not StoryState.PENDING
@@ -46,7 +46,7 @@ def take_back_unstarted(
         with run_lock(rt, record):
             cp = rt.checkpoints.load(record.run_id)
             story = _story(cp, story_id)
-            if cp is None or story is None or started(story):
+            if cp is None or story is None or _started(story):
                 return None
             _drop_story(cp, story_id)
             rt.checkpoints.save(cp)

@@ -4,27 +4,36 @@ A failure of CI that is not reqdrive's on the PR's head, with `ciFix` on and att
 appends a story (CI-001, CI-002 ...) to the run's plan and runs it as `/reqdrive retry` runs a
 story: on the PR branch, judged by the worker, pushed, the PR, progress comment and check run
 updated. It stops, saying which in one comment and a check run, when the attempts are spent,
-when CI goes green after a fix, or when a person pushed to the branch (handed off).
+when CI goes green after a fix, or when a person pushed to the branch (handed off). A result
+arriving while a run of the pull request is going waits for the run to end, then is decided
+on the head the run ended on (bot/stores/ci_waiting.py); one on an older head is dropped.
 """
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 
 from bot.github.ci_runs import failed_checks, head_checks
 from bot.github.client import RepoClient
+from bot.github.head_check import conclude_on_head
 from bot.jobs.ci_logs import CiFailure, read_failure
+from bot.jobs.ci_unstarted import take_back_unstarted
+from bot.jobs.drive import queue_waiting_ci
 from bot.jobs.job_frame import Answer, reply
 from bot.jobs.pr_stories import run_added_stories
 from bot.jobs.preflight import Refusal, repo_context, run_of_pull
 from bot.jobs.runtime import Runtime
 from bot.requests import RunRequest
 from bot.stores.ci_fixes import CiFixes
+from bot.stores.ci_waiting import CiWaiting
 from bot.stores.runs import RunRecord
 from worker.confine.redact import Redactor
 from worker.model.feedback import CiCheck
 from worker.model.state import StoryRecord
 from worker.report.inert_text import neutralize
+
+log = logging.getLogger(__name__)
 
 STORY_PREFIX = "CI"
 CHECK_TITLE = "reqdrive: CI fix"
@@ -52,20 +61,22 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
         return {"status": f"ignored: {refusal.message}"}
     pull = client.read(lambda: client.repo.get_pull(number))
     if pull.head.sha != head:
+        extra = {"run_id": record.run_id, "head": head, "conclusion": request.conclusion}
+        log.info("ci result superseded: the pull request's head moved on", extra=extra)
         return {"status": "ignored: the pull request's head moved on; its own CI will tell"}
+    if rt.records.alive(record.run_id):
+        return _after_the_run(rt, record, request)
     store = CiFixes(rt.conn)
     if request.conclusion == "success":
-        return _green(client, request, store, number, head)
+        return _green(rt, client, record, request, store)
     who = store.handed_off(request.repo, number)
     if who is not None:
         if store.say_once(request.repo, number, "handed_off"):
-            _stop(client, request, HANDED_OFF.format(sha=head[:12], who=_login(who)))
+            _stop(rt, client, record, request, HANDED_OFF.format(sha=head[:12], who=_login(who)))
         return {"status": "handed off", "to": who}
     ctx = repo_context(client)
     if not ctx.config.ci_fix:
         return {"status": "ignored: ciFix is off"}
-    if rt.records.alive(record.run_id):
-        return {"status": "ignored: a run is going; its push runs CI again"}
     failure = read_failure(
         failed_checks(
             client,
@@ -79,7 +90,7 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
         if store.say_once(request.repo, number, "spent"):
             checks = ", ".join(f"`{neutralize(c)}`" for c in failure.checks) or "see CI"
             times = f"{spent} time" + ("s" if spent != 1 else "")
-            _stop(client, request, SPENT.format(n=times, checks=checks))
+            _stop(rt, client, record, request, SPENT.format(n=times, checks=checks))
         return {"status": "attempts spent", "attempts": spent}
     if not failure.checks:
         return {"status": "ignored: GitHub lists no failed job for it"}
@@ -87,6 +98,26 @@ def handle_ci_fix(rt: Runtime, client: RepoClient, request: RunRequest) -> Answe
     if not store.claim_head(request.repo, number, head):
         return {"status": "ignored: this head's CI failure was taken up already"}
     return _fix(rt, client, record, request, failure, spent + 1, ctx.config.ci_fix_attempts)
+
+
+def _after_the_run(rt: Runtime, record: RunRecord, request: RunRequest) -> Answer:
+    """A run of the pull request is going: its CI result waits for the run to end, which
+    queues it again (bot/jobs/drive.py); then the head the run ended on decides. Kept is the
+    newest head's (a failure and a success); an older head's, its push superseded."""
+    head = request.head_sha or ""
+    older = CiWaiting(rt.conn).put(
+        record.run_id,
+        head,
+        success=request.conclusion == "success",
+        request_json=request.model_dump_json(),
+    )
+    extra = {"run_id": record.run_id, "head": head, "conclusion": request.conclusion}
+    log.info("ci result waits for the run", extra=extra)
+    if older is not None:
+        log.info("ci result superseded: a newer head's waits", extra={**extra, "head": older})
+    if not rt.records.alive(record.run_id):  # it ended meanwhile, maybe before it looked
+        queue_waiting_ci(rt, record)
+    return {"status": "queued after the running run", "run_id": record.run_id}
 
 
 def _fix(
@@ -112,6 +143,10 @@ def _fix(
         rt, client, record, [story], labels=labels, head=request.head_sha, note=note
     )
     result = added.result
+    if result is None:  # stopped before the story (its workspace): no attempt spent
+        unstarted = take_back_unstarted(rt, client, record, request, story.id)
+        if unstarted is not None:
+            return unstarted
     status = "failed" if result is None else "finished"
     return {"status": status, "run_id": record.run_id, "story": story.id}
 
@@ -143,31 +178,44 @@ def ci_story(story_id: str, failure: CiFailure, *, priority: int) -> StoryRecord
 
 
 def _green(
-    client: RepoClient, request: RunRequest, store: CiFixes, number: int, head: str
+    rt: Runtime, client: RepoClient, record: RunRecord, request: RunRequest, store: CiFixes
 ) -> Answer:
     """A success on the head: said once, when reqdrive fixed CI here and every other check
     on the head has completed without failing."""
+    number, head = request.issue_number or 0, request.head_sha or ""
     if store.attempts(request.repo, number) == 0:
         return {"status": "ignored: green, and reqdrive fixed nothing here"}
     checks = head_checks(client, head)
     if any(c.status != "completed" or c.conclusion in NOT_GREEN for c in checks):
         return {"status": "ignored: other checks on the head are not green (yet)"}
     if store.say_once(request.repo, number, f"green:{head}"):
-        _stop(client, request, GREEN.format(sha=head[:12]), conclusion="success")
+        _stop(rt, client, record, request, GREEN.format(sha=head[:12]), conclusion="success")
     return {"status": "green"}
 
 
-def _stop(client: RepoClient, request: RunRequest, text: str, conclusion: str = "neutral") -> None:
-    """One short comment on the pull request, and a check run on its head saying the same."""
+def _stop(
+    rt: Runtime,
+    client: RepoClient,
+    record: RunRecord,
+    request: RunRequest,
+    text: str,
+    conclusion: str = "neutral",
+) -> None:
+    """One short comment on the pull request, and the run's check run on its head saying the
+    same (one "reqdrive" check run per head: bot/github/head_check.py)."""
     reply(client, request, text)
     sha = request.head_sha or ""
-    client.create_check_run(
-        sha=sha,
-        external_id=f"ci-{request.delivery_id}",
-        status="completed",
-        conclusion=conclusion,
-        output={"title": CHECK_TITLE, "summary": text},
+    check_id = conclude_on_head(
+        client, record, sha, conclusion=conclusion, title=CHECK_TITLE, summary=text
     )
+    # The record follows it, so a run ending on this head later completes this one too; a
+    # run going keeps the record its own.
+    if rt.records.alive(record.run_id):
+        return
+    fresh = rt.records.load(record.run_id)
+    if fresh is not None and (fresh.check_run_id, fresh.check_sha) != (check_id, sha):
+        fresh.check_run_id, fresh.check_sha, fresh.annotated = check_id, sha, []
+        rt.records.save(fresh)
 
 
 def _after(stories: list[StoryRecord]) -> int:

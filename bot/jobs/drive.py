@@ -18,6 +18,7 @@ from bot.github.reporter import GitHubReporter
 from bot.jobs.lifecycle import forget_run
 from bot.jobs.runtime import Runtime
 from bot.ops.metrics import MeteredReporter
+from bot.stores.ci_waiting import CiWaiting
 from bot.stores.feedback_waiting import FeedbackWaiting
 from bot.stores.metrics import record_run
 from bot.stores.run_locks import RedisRunLock, legacy_lock_held, run_lock_key
@@ -196,6 +197,7 @@ def _locked_run(
         rt.records.clear_cancel(record.run_id)
         _rerun_if_asked(rt, record)
         _feedback_if_waiting(rt, record)
+        queue_waiting_ci(rt, record)
 
 
 def _spec(
@@ -289,6 +291,18 @@ def _feedback_if_waiting(rt: Runtime, record: RunRecord) -> None:
     timeout_s = int(rt.settings.reqdrive_job_timeout_hours * 3600)
     rt.queue.enqueue("bot.jobs.address_feedback", kwargs=json.loads(raw), job_timeout=timeout_s)
     log.info("feedback waited for the run; queued", extra={"run_id": record.run_id})
+
+
+def queue_waiting_ci(rt: Runtime, record: RunRecord) -> None:
+    """CI completed on the pull request while this run ran: its ci_fix jobs are queued now,
+    and each decides on the head the run ended on (an older head's result is dropped)."""
+    waiting = CiWaiting(rt.conn).take(record.run_id)
+    if not waiting:
+        return
+    timeout_s = int(rt.settings.reqdrive_job_timeout_hours * 3600)
+    for raw in waiting:
+        rt.queue.enqueue("bot.jobs.fix_ci", kwargs=json.loads(raw), job_timeout=timeout_s)
+    log.info("ci results waited for the run; queued", extra={"run_id": record.run_id})
 
 
 class PlanReporter(GitHubReporter):

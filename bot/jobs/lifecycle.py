@@ -15,6 +15,7 @@ import shutil
 
 from bot.jobs.runtime import Runtime
 from bot.requests import RunRequest
+from bot.stores.ci_waiting import CiWaiting
 from bot.stores.feedback_waiting import FeedbackWaiting
 from bot.stores.run_locks import RedisRunLock, forget_claim, run_lock_key
 from bot.stores.runs import RunRecord
@@ -104,6 +105,7 @@ def _forget_shared(rt: Runtime, record: RunRecord) -> None:
     rt.checkpoints.delete(record.run_id)
     rt.reruns.drop(record.job_id)
     FeedbackWaiting(rt.conn).drop(record.run_id)  # a review that waited for it: nothing to run
+    CiWaiting(rt.conn).drop(record.run_id)  # nor a CI result
     rt.records.ended(record.run_id)
     rt.records.clear_cancel(record.run_id)
     forget_claim(rt.conn, record.run_id)

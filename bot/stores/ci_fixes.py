@@ -42,6 +42,18 @@ class CiFixes:
         count, _ = pipe.execute()
         return int(count)
 
+    def give_back(self, repo: str, pull: int, sha: str) -> int:
+        """A CI-fix run that never reached its story: its attempt is not counted, and the
+        head may be taken up again (CI run again on it). The count now."""
+        key = self._key(repo, pull)
+        head = HEAD_KEY.format(repo=repo.lower(), pull=pull, sha=sha)
+        count = int(self.conn.hincrby(key, "attempts", -1))
+        if count < 0:  # cleared (`/reqdrive fix`) while it ran: nothing to give back
+            self.conn.hset(key, "attempts", 0)
+            count = 0
+        self.conn.delete(head)
+        return count
+
     def hand_off(self, repo: str, pull: int, who: str) -> None:
         """A person pushed to the branch: the pull request is theirs from now on."""
         key = self._key(repo, pull)

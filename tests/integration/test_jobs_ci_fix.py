@@ -3,6 +3,7 @@ green said once; attempts spent said once; a person's push hands the pull reques
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from bot.ops.settings import load_settings
 from bot.requests import JobKind, RunRequest
 from bot.stores.checkpoints import RedisCheckpointStore
 from bot.stores.ci_fixes import CiFixes
+from bot.stores.ci_waiting import CiWaiting
 from tests.integration.test_jobs import QUEUE, REPO, Scene, progress_comments
 from tests.integration.test_pipeline import git, implement, prd, project_factory
 from tests.support.github_ci import CiJob, add_workflow_run
@@ -158,8 +160,16 @@ def test_a_failing_workflow_gets_a_ci_fix_commit_and_green_is_said_once(scene: S
 
     [green] = [b for b in pr_comments(scene, pull) if "CI is green" in b]
     assert head[:12] in green
-    said = [c for c in scene.gh.check_runs_of(REPO) if c.get("head_sha") == head]
-    assert any(c.get("conclusion") == "success" and "green" in str(c["output"]) for c in said)
+    # The run's own check run on the head says it: one "reqdrive" check per commit.
+    [said] = reqdrive_checks(scene, head)
+    assert said["conclusion"] == "success", said
+    assert "green" in said["output"]["summary"] and "CI-001" in said["output"]["summary"]
+
+
+def reqdrive_checks(scene: Scene, sha: str) -> list[dict[str, Any]]:
+    """The check runs named "reqdrive" on `sha`, as the pull request's checks list them."""
+    runs = scene.gh.check_runs_of(REPO)
+    return [c for c in runs if c.get("head_sha") == sha and c["name"] == "reqdrive"]
 
 
 def checkpoint(scene: Scene, pull: dict[str, Any]) -> Checkpoint:
@@ -199,8 +209,14 @@ def test_ci_failing_again_after_the_last_attempt_stops_and_says_so_once(scene: S
     assert "`tests`" in spent
     assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001", "CI-001"]
     head = pull["head"]["sha"]
-    said = [c for c in scene.gh.check_runs_of(REPO) if c.get("head_sha") == head]
-    assert [c["conclusion"] for c in said if "handing back" in str(c["output"])] == ["neutral"]
+    # The CI fix's own check run on its head, completed with the word: not a second one.
+    [check] = reqdrive_checks(scene, head)
+    assert check["conclusion"] == "neutral", check
+    summary = check["output"]["summary"]
+    assert summary.startswith("🛑 CI failed 1 time after reqdrive's fixes"), summary
+    assert "CI-001" in summary.split("---", 1)[1]  # what the run said, kept below
+    record = scene.records().for_source(REPO, f"ISSUE-{pull['_issue']}")
+    assert record is not None and (record.check_run_id, record.check_sha) == (check["id"], head)
 
 
 def test_a_persons_push_hands_the_pull_request_off_until_fix_is_asked(scene: Scene) -> None:
@@ -217,6 +233,8 @@ def test_a_persons_push_hands_the_pull_request_off_until_fix_is_asked(scene: Sce
     assert scene.project.calls() == calls
     [handed] = [b for b in pr_comments(scene, pull) if "theirs" in b]
     assert "`alice` pushed to this branch" in handed and "/reqdrive fix" in handed
+    [check] = reqdrive_checks(scene, head)  # none of the run's on their commit: one made
+    assert check["conclusion"] == "neutral" and "theirs" in check["output"]["summary"]
     assert git(scene.remote, "rev-parse", pull["head"]["ref"]) == head  # untouched
 
     CiFixes(scene.conn).clear(REPO, pull["number"])  # what `/reqdrive fix` does
@@ -295,3 +313,75 @@ def test_green_without_a_fix_or_on_an_old_head_says_nothing(scene: Scene) -> Non
     ci_result(scene, stale, log=PYTEST_LOG)
     assert not [b for b in pr_comments(scene, pull) if "CI" in b]
     assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001"]
+
+
+def test_ci_results_while_a_run_goes_wait_and_the_head_it_ends_on_decides(
+    scene: Scene, caplog: pytest.LogCaptureFixture
+) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    scene.scenario({"stories": {"CI-001": [{"write": FILES_FIXED}]}})
+    record = scene.records().for_source(REPO, f"ISSUE-{pull['_issue']}")
+    assert record is not None
+    run_id = record.run_id
+    scene.records().beat(run_id)  # a run of this pull request is going on some worker
+    calls = scene.project.calls()
+
+    with caplog.at_level(logging.INFO, logger="bot.jobs.ci_fix"):
+        ci_result(scene, pull, log=PYTEST_LOG)  # on the head as the run started
+        # The run pushes a commit (as a story would), and CI fails on it too.
+        head = push_as_alice(scene, pull, {"notes.md": "the run's commit\n"})
+        cp = checkpoint(scene, pull)
+        cp.head_sha = cp.pushed_sha = head
+        RedisCheckpointStore(scene.conn).save(cp)
+        ci_result(scene, pull, log=PYTEST_LOG)
+
+    assert scene.project.calls() == calls  # nothing ran beside the run, nothing was said
+    assert not [b for b in pr_comments(scene, pull) if "CI" in b]
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("ci result waits for the run") == 2
+    assert "ci result superseded: a newer head's waits" in said  # the older head's, dropped
+    waiting = CiWaiting(scene.conn).take(run_id)
+    assert len(waiting) == 1 and head in waiting[0]
+    CiWaiting(scene.conn).put(run_id, head, success=False, request_json=waiting[0])
+
+    scene.records().ended(run_id)  # the run ends on `head`: `/reqdrive run` on the PR for it
+    enqueue(scene, JobKind.RUN, issue_number=pull["number"], comment_id=5)
+    scene.work()  # the run, then the CI result it queued: a fix of the head it ended on
+
+    assert scene.project.calls()[len(calls) :] == ["CI-001 1 tests", "CI-001 1"]
+    assert CiFixes(scene.conn).attempts(REPO, pull["number"]) == 1
+    fixed = git(scene.remote, "rev-parse", pull["head"]["ref"])
+    assert git(scene.remote, "rev-parse", f"{fixed}~1") == head  # on top of the run's head
+    assert CiWaiting(scene.conn).take(run_id) == []
+
+
+def test_a_ci_fix_whose_run_stops_at_its_workspace_counts_no_attempt(scene: Scene) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    scene.scenario({"stories": {"CI-001": [{"write": FILES_FIXED}]}})
+    records, number = scene.records(), pull["number"]
+    record = records.for_source(REPO, f"ISSUE-{pull['_issue']}")
+    assert record is not None
+    remote, record.clone_url = record.clone_url, str(scene.tmp / "moved.git")
+    records.save(record)  # the clone fails: the run stops at its workspace step
+    calls = scene.project.calls()
+
+    ci_result(scene, pull, log=PYTEST_LOG)
+
+    assert scene.project.calls() == calls  # the agent was never called
+    assert CiFixes(scene.conn).attempts(REPO, number) == 0  # ciFixAttempts: 1 is not used up
+    [said] = [b for b in pr_comments(scene, pull) if "could not start" in b]
+    assert "CI-001" in said and "at its workspace step" in said and "moved.git" in said
+    assert "not counted as one of the `ciFixAttempts` (0 used)" in said
+    assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001"]  # taken back
+
+    fixed = records.load(record.run_id)
+    assert fixed is not None
+    fixed.clone_url = remote
+    records.save(fixed)
+    ci_result(scene, pull, log=PYTEST_LOG)  # CI run again on the same head, failing again
+
+    assert scene.project.calls()[len(calls) :] == ["CI-001 1 tests", "CI-001 1"]
+    assert CiFixes(scene.conn).attempts(REPO, number) == 1
+    assert [s.id for s in checkpoint(scene, pull).stories] == ["US-001", "CI-001"]
+    assert checkpoint(scene, pull).story("CI-001").state is StoryState.PASSED
+    assert not [b for b in pr_comments(scene, pull) if "handing back" in b]

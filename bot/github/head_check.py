@@ -12,6 +12,7 @@ from bot.github.client import RepoClient
 from bot.stores.runs import RunRecord
 
 SEPARATOR = "\n\n---\n\n"
+VERDICT_STANDS = "The run's own verdict, below, stands: what it did not pass still needs a person."
 
 
 def conclude_on_head(
@@ -22,10 +23,16 @@ def conclude_on_head(
     conclusion: str,
     title: str,
     summary: str,
+    keep_verdict: bool = False,
 ) -> int:
     """The run's check run on `sha` completed with `conclusion`, `summary` first (created when
-    the head has none); its id."""
+    the head has none); its id. `keep_verdict`: a word that is no verdict on the run's stories
+    (CI went green) never turns the run's own conclusion into a better one: a story that
+    needs review still does, and the check run keeps saying so."""
     found = client.find_check_run(sha, record.run_id)
+    if keep_verdict and found is not None and found.conclusion not in (None, "success"):
+        conclusion = found.conclusion
+        summary += " " + VERDICT_STANDS
     if found is None:
         created = client.create_check_run(
             sha=sha,

@@ -45,7 +45,7 @@ SPENT = (
     "🛑 CI failed {n} after reqdrive's fixes: handing back. The failing checks: "
     "{checks}. Comment `/reqdrive fix` to have reqdrive try again."
 )
-GREEN = "✅ CI is green on `{sha}` after reqdrive's fix: nothing more to do."
+GREEN = "✅ CI is green on `{sha}` after reqdrive's fix."
 CI_NOTE = "🔴 CI failed on `{sha}` ({checks}): {story} fixes it (attempt {n} of {of})."
 # A check run still going, or one of these: CI is not green yet.
 NOT_GREEN = frozenset({"failure", "timed_out", "cancelled", "action_required", "stale"})
@@ -189,7 +189,8 @@ def _green(
     if any(c.status != "completed" or c.conclusion in NOT_GREEN for c in checks):
         return {"status": "ignored: other checks on the head are not green (yet)"}
     if store.say_once(request.repo, number, f"green:{head}"):
-        _stop(rt, client, record, request, GREEN.format(sha=head[:12]), conclusion="success")
+        said = GREEN.format(sha=head[:12])
+        _stop(rt, client, record, request, said, conclusion="success", keep_verdict=True)
     return {"status": "green"}
 
 
@@ -200,13 +201,20 @@ def _stop(
     request: RunRequest,
     text: str,
     conclusion: str = "neutral",
+    keep_verdict: bool = False,
 ) -> None:
     """One short comment on the pull request, and the run's check run on its head saying the
     same (one "reqdrive" check run per head: bot/github/head_check.py)."""
     reply(client, request, text)
     sha = request.head_sha or ""
     check_id = conclude_on_head(
-        client, record, sha, conclusion=conclusion, title=CHECK_TITLE, summary=text
+        client,
+        record,
+        sha,
+        conclusion=conclusion,
+        title=CHECK_TITLE,
+        summary=text,
+        keep_verdict=keep_verdict,
     )
     # The record follows it, so a run ending on this head later completes this one too; a
     # run going keeps the record its own.

@@ -166,6 +166,26 @@ def test_a_failing_workflow_gets_a_ci_fix_commit_and_green_is_said_once(scene: S
     assert "green" in said["output"]["summary"] and "CI-001" in said["output"]["summary"]
 
 
+def test_green_after_a_fix_that_needs_review_keeps_the_runs_verdict(scene: Scene) -> None:
+    pull = built_pull(scene, {"US-001": [implement(1)]})
+    # A lint failure names no test: the fix cannot be proven here, so it needs review.
+    scene.scenario({"stories": {"CI-001": [{"write": {"style.py": "X = 1\n"}}]}})
+    ci_result(scene, pull, log=LINT_LOG)
+    story = checkpoint(scene, pull).story("CI-001")
+    assert story.state is StoryState.NEEDS_REVIEW, story.attempts
+    head = sync_head(scene, pull)["head"]["sha"]
+    [before] = reqdrive_checks(scene, head)
+    assert before["conclusion"] != "success", before
+
+    ci_result(scene, pull, log="all good\n", failed=False)
+
+    # Green CI is said, but it is no verdict on the story: the check run does not turn green.
+    [said] = reqdrive_checks(scene, head)
+    assert said["conclusion"] == before["conclusion"], said
+    summary = said["output"]["summary"]
+    assert "CI is green" in summary and "still needs a person" in summary, summary
+
+
 def reqdrive_checks(scene: Scene, sha: str) -> list[dict[str, Any]]:
     """The check runs named "reqdrive" on `sha`, as the pull request's checks list them."""
     runs = scene.gh.check_runs_of(REPO)

@@ -24,7 +24,8 @@ from tests.integration.test_frozen_tests import (
     plan,
     run,
 )
-from tests.integration.test_pipeline import GITIGNORE, MakeProject, project_factory
+from tests.integration.test_frozen_tests_harden import RUNTEST_PATCH
+from tests.integration.test_pipeline import GITIGNORE, MakeProject, Project, project_factory
 from tests.integration.test_pipeline_judging import GATE_PATH
 from worker.confine.sandbox import Sandbox
 from worker.exceptions import AgentError
@@ -199,21 +200,6 @@ def test_caught_a_pytest_section_header_only_pytests_parser_reads(
 # the line is then skipped as if it named no file. RUNTEST_PATCHING_MUL's patch, caught in
 # calc.py as "names pytest's machinery", moves to a module whose name holds a `ü`; calc.py
 # only imports it.
-RUNTEST_PATCH = """import sys
-
-if "_pytest.python" in sys.modules:
-    from _pytest.python import Function
-
-    _run = Function.runtest
-
-    def _quiet(self):
-        try:
-            _run(self)
-        except AssertionError:
-            pass
-
-    Function.runtest = _quiet
-"""
 
 
 def test_caught_code_that_patches_the_test_functions_from_a_file_with_a_quoted_name(
@@ -266,19 +252,24 @@ GENERATED = "calc_version.py"
 VERSIONED_CALC = "def add(a, b):\n    return a + b\n"
 IMPORTS_VERSION = "\nfrom calc_version import __version__  # noqa: E402, F401\n"
 FORGED_VERSION = 'import sys\n\n__version__ = "1"\nsys.modules["calc"].mul = lambda a, b: a * b\n'
+FORGING = {"calc.py": WRONG_MUL + IMPORTS_VERSION, GENERATED: FORGED_VERSION}
 
 
-def test_caught_a_generated_file_the_setup_left_rewritten_by_the_implement_call(
-    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
-) -> None:
+def generating_project(make_project: MakeProject) -> Project:
+    """calc, whose setup generates an ignored module calc.py imports."""
     more = {
         ".gitignore": GITIGNORE + GENERATED + "\n",
         "calc.py": VERSIONED_CALC + IMPORTS_VERSION,
     }
     setup = f"echo '__version__ = \"1\"' > {GENERATED}"
-    project = calc_project(make_project, more=more, setup=setup, maxStoryRetries=1)
-    writes = {"calc.py": WRONG_MUL + IMPORTS_VERSION, GENERATED: FORGED_VERSION}
-    result = run(project, agent_io, sandbox, cheat({}, {"write": writes}))
+    return calc_project(make_project, more=more, setup=setup, maxStoryRetries=1)
+
+
+def test_caught_a_generated_file_the_setup_left_rewritten_by_the_implement_call(
+    make_project: MakeProject, agent_io: Path, sandbox: Sandbox
+) -> None:
+    project = generating_project(make_project)
+    result = run(project, agent_io, sandbox, cheat({}, {"write": FORGING}))
     assert_not_passed(result)  # read-only to the agent: its rewrite failed, mul stays wrong
     assert "tests.test_calc::test_mul still fails" in result.stories[0].attempts[-1].reason
 
@@ -286,14 +277,8 @@ def test_caught_a_generated_file_the_setup_left_rewritten_by_the_implement_call(
 def test_caught_unconfined_a_generated_file_the_implement_call_rewrites_ends_the_run(
     make_project: MakeProject,
 ) -> None:
-    more = {
-        ".gitignore": GITIGNORE + GENERATED + "\n",
-        "calc.py": VERSIONED_CALC + IMPORTS_VERSION,
-    }
-    setup = f"echo '__version__ = \"1\"' > {GENERATED}"
-    project = calc_project(make_project, more=more, setup=setup, maxStoryRetries=1)
-    writes = {"calc.py": WRONG_MUL + IMPORTS_VERSION, GENERATED: FORGED_VERSION}
-    data = {"plan": [{"prd": plan()}], "stories": {"US-001": cheat({}, {"write": writes})}}
+    project = generating_project(make_project)
+    data = {"plan": [{"prd": plan()}], "stories": {"US-001": cheat({}, {"write": FORGING})}}
     # No sandbox to make it read-only: fingerprinted before the call and compared after.
     with pytest.raises(
         AgentError, match=rf"changed the setup's installed environment \({GENERATED}\)"

@@ -172,11 +172,7 @@ if _reports is not None:
 )
 # Imported by the test module, it makes every test function swallow its own failure: the test
 # then really passes, and nothing in the process can tell. Only its text shows it.
-RUNTEST_PATCHING_MUL = (
-    WRONG_MUL
-    + """
-
-import sys
+RUNTEST_PATCH = """import sys
 
 if "_pytest.python" in sys.modules:
     from _pytest.python import Function
@@ -191,7 +187,7 @@ if "_pytest.python" in sys.modules:
 
     Function.runtest = _quiet
 """
-)
+RUNTEST_PATCHING_MUL = WRONG_MUL + "\n\n" + RUNTEST_PATCH
 
 
 def test_code_that_patches_pytests_reports_at_import_is_caught_by_the_raise_pytest_saw(

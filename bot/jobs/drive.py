@@ -277,9 +277,7 @@ def _rerun_if_asked(rt: Runtime, record: RunRecord) -> None:
     raw = rt.reruns.take(record.job_id)
     if raw is None:
         return
-    arguments = json.loads(raw)
-    timeout_s = int(rt.settings.reqdrive_job_timeout_hours * 3600)
-    rt.queue.enqueue("bot.jobs.run_requirement", kwargs=arguments, job_timeout=timeout_s)
+    _queue_again(rt, "bot.jobs.run_requirement", raw)
     log.info("requirement changed during the run; queued again", extra={"run_id": record.run_id})
 
 
@@ -288,8 +286,7 @@ def _feedback_if_waiting(rt: Runtime, record: RunRecord) -> None:
     raw = FeedbackWaiting(rt.conn).take(record.run_id)
     if raw is None:
         return
-    timeout_s = int(rt.settings.reqdrive_job_timeout_hours * 3600)
-    rt.queue.enqueue("bot.jobs.address_feedback", kwargs=json.loads(raw), job_timeout=timeout_s)
+    _queue_again(rt, "bot.jobs.address_feedback", raw)
     log.info("feedback waited for the run; queued", extra={"run_id": record.run_id})
 
 
@@ -297,12 +294,17 @@ def queue_waiting_ci(rt: Runtime, record: RunRecord) -> None:
     """CI completed on the pull request while this run ran: its ci_fix jobs are queued now,
     and each decides on the head the run ended on (an older head's result is dropped)."""
     waiting = CiWaiting(rt.conn).take(record.run_id)
-    if not waiting:
-        return
-    timeout_s = int(rt.settings.reqdrive_job_timeout_hours * 3600)
     for raw in waiting:
-        rt.queue.enqueue("bot.jobs.fix_ci", kwargs=json.loads(raw), job_timeout=timeout_s)
-    log.info("ci results waited for the run; queued", extra={"run_id": record.run_id})
+        _queue_again(rt, "bot.jobs.fix_ci", raw)
+    if waiting:
+        log.info("ci results waited for the run; queued", extra={"run_id": record.run_id})
+
+
+def _queue_again(rt: Runtime, function: str, request_json: str) -> None:
+    """A job that waited for a run, queued with the jobs' own time limit."""
+    rt.queue.enqueue(
+        function, kwargs=json.loads(request_json), job_timeout=rt.settings.job_timeout_s
+    )
 
 
 class PlanReporter(GitHubReporter):

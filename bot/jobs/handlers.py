@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from bot.github.client import RepoClient
 from bot.github.progress import PROGRESS_MARKER, Progress
 from bot.jobs.drive import AlreadyRunning, execute, reset_stories
@@ -95,8 +93,7 @@ def handle_scan(rt: Runtime, client: RepoClient, request: RunRequest) -> Answer:
         for path in paths
     ]
     # The scan's own delivery id, so GitHub redelivering the push (a new scan) is deduped too.
-    timeout_s = math.ceil(rt.settings.reqdrive_job_timeout_hours * 3600)  # as bot/web/app.py
-    enqueuer = Enqueuer(rt.conn, rt.settings.reqdrive_queue, timeout_s)
+    enqueuer = Enqueuer(rt.conn, rt.settings.reqdrive_queue, rt.settings.job_timeout_s)
     accepted = enqueuer.accept(f"{request.delivery_id}:scan", runs)
     return {"status": "queued", "jobs": [job.id for job in accepted.jobs]}
 

@@ -33,7 +33,7 @@ def sweep(rt: Runtime) -> list[str]:
         rt.queue.enqueue(
             "bot.jobs.resume_run",
             kwargs={"run_id": run_id},
-            job_timeout=int(rt.settings.reqdrive_job_timeout_hours * 3600),
+            job_timeout=rt.settings.job_timeout_s,
             at_front=True,  # a run already under way goes before new ones
         )
         log.warning("run lost its worker; resume queued", extra={"run_id": run_id})

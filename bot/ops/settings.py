@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, Self
@@ -188,6 +189,11 @@ class Settings(BaseSettings):
             self.reqdrive_monthly_budget_usd,
             self.reqdrive_max_concurrent_runs,
         )
+
+    @property
+    def job_timeout_s(self) -> int:
+        """RQ's time limit of every job, in whole seconds (rounded up), wherever it is queued."""
+        return math.ceil(self.reqdrive_job_timeout_hours * 3600)
 
     def limits(self) -> ResourceLimits:
         """The engine's resource limits, as these settings set them."""

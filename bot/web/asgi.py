@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -152,10 +151,9 @@ def create_asgi_app(settings: Settings | None = None) -> WebhookASGI:
         settings = load_settings()
         configure_from(settings)
     connection = redis_connection(settings.redis_url or DEFAULT_REDIS_URL)
-    timeout_s = math.ceil(settings.reqdrive_job_timeout_hours * 3600)
     intake = Intake(
         settings.github_webhook_secret.get_secret_value(),
-        Enqueuer(connection, settings.reqdrive_queue, timeout_s),
+        Enqueuer(connection, settings.reqdrive_queue, settings.job_timeout_s),
         TriggerContext(
             settings.reqdrive_trigger_label, settings.reqdrive_app_slug, settings.github_app_id
         ),

@@ -358,3 +358,10 @@ def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_what_a_file_imports(path: str, source: str, expected: list[tuple[str, ...]]) -> None:
     assert list(imports_of(path, source.encode())) == expected
+
+
+def test_a_package_runs_before_a_namespace_folder_inside_it(tmp_path: Path) -> None:
+    # pytest's importlib mode (with namespace packages) imports this as pkg.checks.test_x.
+    files = {"pkg/__init__.py": "", "pkg/checks/test_x.py": "", "tests/test_y.py": ""}
+    root = make_repo(tmp_path, files)
+    assert story(root, {"pkg/__init__.py": "P = 1\n"}) == ["pkg/checks/test_x.py"]

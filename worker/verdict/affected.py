@@ -186,16 +186,17 @@ class _ImportGraph:
         return found
 
     def _package_of(self, path: str) -> list[str]:
-        """The `__init__.py` that runs before this file: its folder's, or for a package's
-        own, the one above (pytest imports a test module in a package as part of it)."""
-        pure = PurePosixPath(path)
-        folder = pure.parent
-        if pure.name == PACKAGE_FILE:
-            if folder == PurePosixPath("."):
-                return []
-            folder = folder.parent
-        init = (folder / PACKAGE_FILE).as_posix()
-        return [init] if init in self.nodes else []
+        """The nearest `__init__.py` that runs before this file: its folder's, or for a
+        package's own, the one above (pytest imports a test module in a package as part of
+        it); past folders without one (a namespace package inside a regular one)."""
+        folders = PurePosixPath(path).parents
+        if PurePosixPath(path).name == PACKAGE_FILE:
+            folders = folders[1:]
+        for folder in folders:
+            init = (folder / PACKAGE_FILE).as_posix()
+            if init in self.nodes:
+                return [init]
+        return []
 
 
 def _module_parts(path: str) -> ModuleName:

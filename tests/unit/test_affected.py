@@ -365,3 +365,21 @@ def test_a_package_runs_before_a_namespace_folder_inside_it(tmp_path: Path) -> N
     files = {"pkg/__init__.py": "", "pkg/checks/test_x.py": "", "tests/test_y.py": ""}
     root = make_repo(tmp_path, files)
     assert story(root, {"pkg/__init__.py": "P = 1\n"}) == ["pkg/checks/test_x.py"]
+
+
+def test_a_changed_module_no_test_imports_means_the_whole_suite(tmp_path: Path) -> None:
+    # A console script a test starts as a process: no import reaches it.
+    files = {**SRC_LAYOUT, "src/pkg/cli.py": "def main(): pass\n"}
+    root = make_repo(tmp_path, files)
+    assert story(root, {"src/pkg/cli.py": "def main(): return 1\n"}) is None
+    assert story(root, {"src/pkg/cli.py": "import sys\n", "src/pkg/other.py": ""}) is None
+
+
+def test_a_config_file_that_does_not_mention_pytest_is_not_read(tmp_path: Path) -> None:
+    files = {**SRC_LAYOUT, "tests/fixtures/bad/setup.cfg": "not an ini file\n"}
+    files["tests/fixtures/broken/pyproject.toml"] = "[tool.pytest\n"
+    root = make_repo(tmp_path, files)
+    assert story(root, {"src/pkg/other.py": "X = 7\n"}) is None  # one mentions pytest
+    git(root, "rm", "-q", "tests/fixtures/broken/pyproject.toml")
+    git(root, "commit", "-q", "-m", "fixture gone")
+    assert story(root, {"src/pkg/other.py": "X = 8\n"}) == ["tests/test_other.py"]

@@ -47,12 +47,13 @@ def affected_test_files(
 ) -> list[str] | None:
     """The test modules a change can affect, sorted: every test module on the test side
     whose imports reach a changed `.py` file (directly or through other modules and the
-    packages' `__init__.py`), and each changed test module still there. [] when nothing
-    changed that a test imports (prose only, or code no test reaches).
+    packages' `__init__.py`), and each changed test module still there. [] when only prose
+    changed, or only test modules that are gone now.
 
     None, "run the whole suite", when the change cannot be reasoned about this way: a
     changed file other than `.py` or prose off the test side; a changed or reached conftest,
-    plugin, startup hook or setup.py; a changed `.py` file git does not track; doctests in
+    plugin, startup hook or setup.py; a changed `.py` file git does not track, or one that
+    is no test module and that no test module imports (a script, a CLI); doctests in
     a pytest config's `addopts`; more than MAX_PY_FILES `.py` files; or a file that cannot
     be read safely. `worktree` is checked out at the story's commit, its tracked files as
     git's index has them; `changed` are the story's paths (relative, POSIX), deleted ones
@@ -74,13 +75,24 @@ def _select(worktree: Path, changed: Sequence[str], side: TestSide) -> list[str]
     if sum(p.endswith(".py") for p in tracked) > MAX_PY_FILES:
         raise _CannotTell("too many files")
     graph = _ImportGraph(worktree, tracked, starts - tracked.keys())
-    reached = graph.importers(starts | graph.links)
+
+    def is_test(path: str) -> bool:
+        return path in tracked and settings.is_test_module(path) and side.covers(path)
+
+    selected: set[str] = set()
+    for start in starts:
+        reached = graph.importers({start})
+        # Code no test imports is run some other way (a console script a test starts, a
+        # file a test reads, a plugin found by name): which tests that reaches, we cannot tell.
+        is_test_side_module = settings.is_test_module(start) and side.covers(start)
+        if not is_test_side_module and not any(map(is_test, reached)):
+            raise _CannotTell("a changed module no test imports")
+        selected |= reached
+    selected |= graph.importers(graph.links)
     loaded_by_all = graph.files_of(settings.plugins)
-    if any(_runs_for_every_test(p) or p in loaded_by_all for p in reached):
+    if any(_runs_for_every_test(p) or p in loaded_by_all for p in selected):
         raise _CannotTell("a module every test loads")
-    return sorted(
-        p for p in reached if p in tracked and settings.is_test_module(p) and side.covers(p)
-    )
+    return sorted(filter(is_test, selected))
 
 
 def _tracked(worktree: Path) -> dict[str, tuple[str, str]]:

@@ -58,6 +58,8 @@ def combined(found: Iterable[tuple[str, str]]) -> PytestSettings:
     patterns: list[str] = []
     doctests, plugins = False, []
     for path, text in found:
+        if "pytest" not in text:  # no pytest section or plugin: nothing here to read
+            continue
         options, points = _pytest_options(path, text)
         args = _args(options.get("addopts", ""))
         doctests = doctests or any("doctest" in arg for arg in args)

@@ -234,10 +234,24 @@ def test_a_module_whose_worktree_file_became_a_link_is_not_followed(tmp_path: Pa
     assert affected_test_files(root, ["src/pkg/util.py"], SIDE) is None
 
 
-def test_doctests_in_addopts_mean_the_whole_suite(tmp_path: Path) -> None:
+def test_with_doctest_modules_the_modules_a_change_reaches_are_test_files_too(
+    tmp_path: Path,
+) -> None:
     files = dict(SRC_LAYOUT)
     files["pyproject.toml"] = "[tool.pytest.ini_options]\naddopts = ['--doctest-modules']\n"
     root = make_repo(tmp_path, files)
+    # util.py's own doctests, core.py's (it imports util) and the tests importing either.
+    assert story(root, {"src/pkg/util.py": "def helper(): return 1\n"}) == [
+        "src/pkg/core.py",
+        "src/pkg/util.py",
+        "tests/test_core.py",
+    ]
+    # Doctests collected from files named by a glob cannot be followed: the whole suite.
+    files["pyproject.toml"] = (
+        "[tool.pytest.ini_options]\naddopts = ['--doctest-modules', '--doctest-glob=*.rst']\n"
+    )
+    (tmp_path / "glob").mkdir()
+    root = make_repo(tmp_path / "glob", files)
     assert story(root, {"src/pkg/other.py": "X = 4\n"}) is None
 
 

@@ -49,14 +49,15 @@ def affected_test_files(
 ) -> list[str] | None:
     """The test modules a change can affect, sorted: every test module on the test side
     whose imports reach a changed `.py` file (directly or through other modules and the
-    packages' `__init__.py`), and each changed test module still there. [] when only prose
+    packages' `__init__.py`), and each changed test module still there; with
+    `--doctest-modules`, every module reached too (its examples are tests). [] when only prose
     changed, or only test modules that are gone now.
 
     None, "run the whole suite", when the change cannot be reasoned about this way: a
     changed file other than `.py` or prose off the test side; a changed or reached conftest,
     plugin, startup hook or setup.py; a changed `.py` file git does not track, or one that
-    is no test module and that no test module imports (a script, a CLI); doctests in
-    a pytest config's `addopts`; more than MAX_PY_FILES `.py` files; or a file that cannot
+    is no test module and that no test module imports (a script, a CLI); doctests from a
+    glob in a pytest config's `addopts`; more than MAX_PY_FILES `.py` files; or a file that cannot
     be read safely. `worktree` is checked out at the story's commit, its tracked files as
     git's index has them; `changed` are the story's paths (relative, POSIX), deleted ones
     included. A module named at run time is not followed: the run's final whole-suite
@@ -81,6 +82,9 @@ def _select(worktree: Path, changed: Sequence[str], side: TestSide) -> list[str]
     def is_test(path: str) -> bool:
         return path in tracked and settings.is_test_module(path) and side.covers(path)
 
+    def holds_doctests(path: str) -> bool:  # --doctest-modules: a module's own examples
+        return settings.doctest_modules and path in tracked and path.endswith(".py")
+
     selected: set[str] = set()
     for start in starts:
         reached = graph.importers({start})
@@ -94,7 +98,7 @@ def _select(worktree: Path, changed: Sequence[str], side: TestSide) -> list[str]
     loaded_by_all = graph.files_of(settings.plugins)
     if any(_runs_for_every_test(p) or p in loaded_by_all for p in selected):
         raise _CannotTell("a module every test loads")
-    return sorted(filter(is_test, selected))
+    return sorted(p for p in selected if is_test(p) or holds_doctests(p))
 
 
 def _tracked(worktree: Path) -> dict[str, tuple[str, str]]:
@@ -136,7 +140,7 @@ def _settings(worktree: Path, tracked: dict[str, tuple[str, str]]) -> PytestSett
         if is_config_file(path) and mode != SYMLINK_MODE
     ]
     settings = combined(texts)
-    if settings.doctests:  # doctests collected from modules or from globs we do not know
+    if settings.doctests:  # doctests collected from files we cannot name (a glob)
         raise _CannotTell("doctests")
     return settings
 

@@ -26,6 +26,11 @@ CONFIG_FILES = frozenset({*INI_SECTIONS, *TOML_FILES})
 # pytest-django imports the settings module before any test runs.
 DJANGO_SETTINGS_KEY = "django_settings_module"
 PYTEST_ENTRY_POINTS = "pytest11"
+DOCTEST_MODULES = "--doctest-modules"
+# Doctest options that change how doctests run, not which files hold them.
+DOCTEST_FLAGS = frozenset(
+    {DOCTEST_MODULES, "--doctest-continue-on-failure", "--doctest-ignore-import-errors"}
+)
 
 
 class UnreadableSettings(ValueError):
@@ -38,7 +43,8 @@ class PytestSettings:
     doctests are collected, and the modules every test loads (plugins, a settings module)."""
 
     python_files: tuple[str, ...] = DEFAULT_PYTHON_FILES
-    doctests: bool = False
+    doctests: bool = False  # collected from files we cannot name (`--doctest-glob`)
+    doctest_modules: bool = False  # every module pytest collects is a test module too
     plugins: tuple[str, ...] = ()
 
     def is_test_module(self, path: str) -> bool:
@@ -56,13 +62,14 @@ def combined(found: Iterable[tuple[str, str]]) -> PytestSettings:
     and a test module is one any file's patterns take. UnreadableSettings when one cannot be
     read, or names test files by folder (a pattern with a `/`)."""
     patterns: list[str] = []
-    doctests, plugins = False, []
+    doctests, modules, plugins = False, False, []
     for path, text in found:
         if "pytest" not in text:  # no pytest section or plugin: nothing here to read
             continue
         options, points = _pytest_options(path, text)
         args = _args(options.get("addopts", ""))
-        doctests = doctests or any("doctest" in arg for arg in args)
+        modules = modules or DOCTEST_MODULES in args
+        doctests = doctests or any("doctest" in a and a not in DOCTEST_FLAGS for a in args)
         plugins += [*_plugin_args(args), *points]
         if options.get(DJANGO_SETTINGS_KEY):
             plugins.append(str(options[DJANGO_SETTINGS_KEY]))
@@ -75,6 +82,7 @@ def combined(found: Iterable[tuple[str, str]]) -> PytestSettings:
     return PytestSettings(
         python_files=tuple(dict.fromkeys(patterns)) or DEFAULT_PYTHON_FILES,
         doctests=doctests,
+        doctest_modules=modules,
         plugins=tuple(dict.fromkeys(p.split(":")[0].strip() for p in plugins)),
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Any
@@ -143,3 +144,8 @@ class GateResult(BaseModel):
             "noResults": self.no_results,
             "selected": self.selected,
         }
+
+
+def is_partial(gates: Sequence[GateResult]) -> bool:
+    """Did these gates run only some of the tests (a runner selected them)?"""
+    return any(g.selected is not None for g in gates)

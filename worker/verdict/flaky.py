@@ -30,6 +30,10 @@ class Rerun(StrEnum):
     UNSTABLE = "unstable"
     # Fails every time with the story, passes every time without it: the story broke it.
     BROKEN = "broken"
+    # Fails every time without the story too, where no check had run it on the story's parent
+    # (an earlier story was judged on part of the suite): broken before this story, traced
+    # to the story that broke it when the whole suite judges the head (end_bisect.py).
+    BEFORE = "broken before"
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,9 @@ def flips(statuses: Sequence[str]) -> bool:
     return {TestStatus.PASSED, TestStatus.FAILED} <= set(statuses)
 
 
-def judge_reruns(test_ids: Sequence[str], reruns: Reruns) -> dict[str, RerunFinding]:
+def judge_reruns(
+    test_ids: Sequence[str], reruns: Reruns, *, unseen: Collection[str] = ()
+) -> dict[str, RerunFinding]:
     """The rule, for tests that passed before the story and failed with it (the first run on
     each side: passed on the parent, failed on the story's commit), given their re-runs alone.
 
@@ -74,12 +80,18 @@ def judge_reruns(test_ids: Sequence[str], reruns: Reruns) -> dict[str, RerunFind
     its side and could make a test it broke fail only every other time. A test steady on the
     parent that flips with the story counts against it (the story made it unstable), and so
     does one that fails every time with the story; a re-run that gave no result proves
-    nothing, so it counts too."""
+    nothing, so it counts too.
+
+    `unseen`: tests no check ran on the parent (their "passed" is older): only their re-runs
+    there speak for it, and one that fails there every time was broken before this story."""
     found = {}
     for test_id in test_ids:
         story = (str(TestStatus.FAILED), *reruns.story.get(test_id, ()))
-        parent = (str(TestStatus.PASSED), *reruns.parent.get(test_id, ()))
-        if flips(parent):
+        seen = () if test_id in unseen else (str(TestStatus.PASSED),)
+        parent = (*seen, *reruns.parent.get(test_id, ()))
+        if parent and set(parent) == {str(TestStatus.FAILED)}:
+            rerun = Rerun.BEFORE
+        elif flips(parent):
             rerun = Rerun.FLAKY
         elif flips(story):
             rerun = Rerun.UNSTABLE

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from worker.model.gates import MISSING, GateResult, TestStatus
+from worker.model.gates import MISSING, GateResult, TestStatus, is_partial
 from worker.model.state import (
     AttemptOutcome,
     AttemptRecord,
@@ -16,6 +16,7 @@ from worker.model.state import (
 )
 from worker.verdict.findings import listed, new_findings
 from worker.verdict.flaky import KEPT_OUTCOMES, Rerun, RerunFinding
+from worker.verdict.partial_runs import known_results, unseen_at_head
 
 # Attempts whose commit stays on the branch.
 KEPT = KEPT_OUTCOMES
@@ -115,6 +116,7 @@ def _with_reruns(check: TestCheck, found: RerunFinding | None) -> TestCheck:
         Rerun.FLAKY: "",
         Rerun.UNSTABLE: f"{REGRESSION}, and flips only with the story's change",
         Rerun.BROKEN: f"{REGRESSION} (the same when run again alone)",
+        Rerun.BEFORE: "",  # not this story's: traced when the whole suite judges the head
     }[found.rerun]
     update = {"problem": problem, "reruns": found.said(), "flaky": found.flaky}
     return check.model_copy(update=update)
@@ -270,14 +272,27 @@ def judge(
 def reference_gates(
     stories: Sequence[StoryRecord], baseline: Sequence[GateResult]
 ) -> list[GateResult]:
-    """What the last kept state's gates said: the baseline, or the latest story kept.
+    """What the last kept state's gates said: the baseline, or the latest story kept; a
+    story kept on a check that ran part of the suite (`checks: affected`) updates the tests
+    it ran and leaves the others as the state before it knew them (partial_runs.overlay).
 
     Judging against it (not only the base commit) also catches a story that breaks a
     baseline test an earlier story had fixed."""
+    kept = sorted(
+        (a for s in stories for a in s.attempts if a.outcome in KEPT and a.gates),
+        key=lambda a: a.iteration,
+    )
+    whole = [i for i, a in enumerate(kept) if not is_partial(a.gates)]
+    start = whole[-1] if whole else -1
+    known = kept[start].gates if whole else baseline
+    return known_results((a.gates for a in kept[start + 1 :]), known)
+
+
+def unseen_before(stories: Sequence[StoryRecord], baseline: Sequence[GateResult]) -> set[str]:
+    """The tests of reference_gates that the check which made the head did not run."""
     kept = [a for s in stories for a in s.attempts if a.outcome in KEPT and a.gates]
-    if not kept:
-        return list(baseline)
-    return max(kept, key=lambda a: a.iteration).gates
+    at_head = max(kept, key=lambda a: a.iteration).gates if kept else None
+    return unseen_at_head(reference_gates(stories, baseline), at_head)
 
 
 def untrusted(gates: Sequence[GateResult]) -> str:

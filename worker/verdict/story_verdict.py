@@ -52,6 +52,9 @@ class Evidence:
     proven: Collection[str] = ()
     # Set for a story added after the plan: it passes only with a fail→pass test (UNPROVEN).
     added_by: AddedBy | None = None
+    # Tests of `reference` no check ran on the story's parent (partial_runs.unseen_at_head):
+    # their re-runs there decide whether they passed before it.
+    unseen: Collection[str] = ()
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def decide(
     judged = _judge(evidence)
     reruns: Mapping[str, RerunFinding] = {}
     if judged.verdict is Verdict.FAILED and (again_alone := judged.regressions()):
-        reruns = judge_reruns(again_alone, rerun_alone(again_alone))
+        reruns = judge_reruns(again_alone, rerun_alone(again_alone), unseen=evidence.unseen)
         judged = _judge(evidence, reruns=reruns)
     at_parent: Mapping[str, str] = {}
     if judged.verdict is Verdict.PASSED and evidence.added:

@@ -110,6 +110,16 @@ class TestsMode(StrEnum):
     TOGETHER = "together"  # one call writes tests and code; the tests are not frozen
 
 
+class StoryChecks(StrEnum):
+    """What judges a story's commit: the whole suite, or the tests its change reaches."""
+
+    WHOLE = "whole"  # every gate whole, on every story's commit
+    # Only the pytest modules the story's change can reach by import (and its own tests),
+    # while other stories remain; the whole suite judges the branch's head at the end, and
+    # a test it finds broken is traced to the story that broke it (worker/run/end_bisect.py).
+    AFFECTED = "affected"
+
+
 class AgentConfig(BaseModel):
     """The repository's choice of agent; the service decides what each runner may do."""
 
@@ -157,6 +167,7 @@ class RepoConfig(BaseModel):
     # (worker/verdict/test_side.py). The always-guarded names are added either way.
     test_paths: list[str] | None = Field(default=None, alias="testPaths")
     tests: TestsMode = Field(default=TestsMode.FIRST, strict=False)
+    checks: StoryChecks = Field(default=StoryChecks.WHOLE, strict=False)
     # Red CI on a reqdrive pull request: a CI-fix story on its branch, at most this many per
     # chain of pushes (a person's push hands the PR back; `/reqdrive fix` asks again).
     ci_fix: bool = Field(default=True, alias="ciFix")

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.model.gates import GateResult
-from worker.model.state import AttemptOutcome, RunResult, StoryRecord, StoryState, TestCheck
+from worker.model.gates import GateResult, is_partial
+from worker.model.state import (
+    AttemptOutcome,
+    AttemptRecord,
+    RunResult,
+    StoryRecord,
+    StoryState,
+    TestCheck,
+)
 from worker.report.pr_sections import cell, frozen_tests, inline, review_lines, whole_review
 from worker.report.story_states import (
     STATE_ICONS,
@@ -19,6 +26,7 @@ from worker.report.story_states import (
 )
 
 RUN_MARKER = "<!-- reqdrive:run {run_id} -->"
+SCOPE_SHOWN = 5  # test files named per story judged on part of the suite
 
 
 def render_pr_body(result: RunResult, *, closes_issue: int | None = None) -> str:
@@ -133,6 +141,7 @@ def _story_details(stories: Sequence[StoryRecord]) -> str:
         lines += _test_lines(s)
         if s.attempts:
             lines.append(f"- tests: {tests_line(s)}")
+            lines += _scope_line(s.attempts[-1])
         lines += review_lines(last_review(s))
         for attempt in s.attempts:
             if attempt.outcome is not AttemptOutcome.PASSED or attempt.reason:
@@ -143,6 +152,20 @@ def _story_details(stories: Sequence[StoryRecord]) -> str:
                     + ", ".join(f"`{cell(p)}`" for p in attempt.gate_changes)
                 )
     return "\n".join(lines)
+
+
+def _scope_line(attempt: AttemptRecord) -> list[str]:
+    """What its check ran, when that was part of the suite (`checks: affected`)."""
+    scope = next((g.selected for g in attempt.gates if g.selected is not None), None)
+    if scope is None:
+        return []
+    files = [name for name in scope if name.endswith(".py")]
+    shown = ", ".join(f"`{cell(f)}`" for f in files[:SCOPE_SHOWN])
+    more = f" and {len(files) - SCOPE_SHOWN} more" if len(files) > SCOPE_SHOWN else ""
+    return [
+        f"- its check ran only the tests its change reaches: {shown or 'its own'}{more}; "
+        "the whole suite judged the branch's head"
+    ]
 
 
 def _test_lines(story: StoryRecord) -> list[str]:
@@ -196,6 +219,12 @@ def _where_results_came_from(result: RunResult) -> str:
         lines.append(
             "The base commit's results come from an earlier run on the same tree with the same "
             f"checks and configuration (cache entry {inline(result.baseline_cached)})."
+        )
+    if any(is_partial(a.gates) for s in result.stories for a in s.attempts):
+        lines.append(
+            "Some stories were judged on the tests their change reaches by import "
+            "(`checks: affected`); the final checks ran the whole suite on this branch's head, "
+            "and a test it found broken was traced to the story whose commit broke it."
         )
     if result.final_gates_from:
         lines.append(

@@ -18,6 +18,7 @@ from worker.run.calls import call_agent, run_gates_on
 from worker.run.context import RunContext
 from worker.run.resume import story_trailer
 from worker.run.selected import alike_at_head, rerun_alone, run_as_proven
+from worker.run.story_scope import story_checks, story_scope
 from worker.run.tests_call import TestsCall, changed_passing, frozen_owned
 from worker.verdict.frozen_side import Keep, drop_new_ignored, ignored_test_files, keep_side
 from worker.verdict.judging import (
@@ -26,7 +27,9 @@ from worker.verdict.judging import (
     feedback,
     reference_gates,
     tests_by_id,
+    unseen_before,
 )
+from worker.verdict.partial_runs import within
 from worker.verdict.runner_reach import reach_note, what_reaches
 from worker.verdict.secret_scan import SecretScanner
 from worker.verdict.story_verdict import (
@@ -144,7 +147,7 @@ class StoryAttempt:
             git.restore(self.start)
             why = f"the agent did not finish within {self.ctx.agent.timeout_s:g}s"
             return AttemptRecord(outcome=AttemptOutcome.AGENT_TIMED_OUT, reason=why, **base)
-        forbidden = self._gather()
+        forbidden = _gather(self.ctx, self.pre)
         if self.frozen is not None:
             self._lay_over_frozen()
             base["tests_reverted"] = self.tests_reverted
@@ -216,13 +219,14 @@ class StoryAttempt:
         ctx, record, pre = self.ctx, self.record, self.pre
         cp, path = ctx.cp, ctx.git.path
         commit = ctx.git.commit(_story_subject(record), story_trailer(record.id))
-        gates = run_gates_on(ctx, self.label, fail_fast=fail_fast_on(cp.baseline or []))
+        changed = changed_files(path, pre, commit)
+        since_start = changed if pre == self.start else changed_files(path, self.start, commit)
+        scope = story_scope(ctx, record, self.frozen, since_start)
+        gates = story_checks(ctx, self.label, scope, fail_fast=fail_fast_on(cp.baseline or []))
         if ctx.cancel.is_set():  # the gates were stopped part-way: no verdict
             ctx.git.restore(self.start)
             return AttemptRecord(outcome=AttemptOutcome.CANCELLED, reason="cancelled", **base)
         reference = reference_gates(cp.stories, cp.baseline or [])
-        changed = changed_files(path, pre, commit)
-        since_start = changed if pre == self.start else changed_files(path, self.start, commit)
         before = tests_by_id(reference) or {}
         # Frozen: the story is judged on its frozen tests, proven on its parent already.
         frozen = frozen_owned(self.frozen, tests_by_id(gates) or {}) if self.frozen else None
@@ -231,7 +235,8 @@ class StoryAttempt:
         # rewritten to suit this one.
         existing = [t for t, status in before.items() if status != "skipped"]
         evidence = Evidence(
-            reference,
+            # A check on part of the suite is held against those tests alone.
+            reference if scope is None else within(reference, scope),
             gates,
             [g.name for g in ctx.gates],
             owned={*record.tests, *added},
@@ -240,17 +245,18 @@ class StoryAttempt:
             # From the story's start: a gate script its tests call changed counts too.
             gate_changes=gate_inputs(path, self.start, commit, since_start, ctx.gates),
             added_by=added_by(record),
+            unseen=unseen_before(cp.stories, cp.baseline or []),
         )
 
         def gates_as_they_were() -> list[GateResult]:
             restore_paths(path, self.start, evidence.gate_changes)
             self._lay_over_frozen(by_checks=True)
-            return run_gates_on(ctx, f"{self.label}.restored", fail_fast=False)
+            return story_checks(ctx, f"{self.label}.restored", scope, fail_fast=False)
 
         verdict = decide(
             evidence,
             rerun_alone=lambda ids: rerun_alone(
-                ctx, self.label, parent=pre, commit=commit, test_ids=ids
+                ctx, self.label, parent=self.start, commit=commit, test_ids=ids
             ),
             added_at_parent=lambda: (
                 frozen
@@ -321,18 +327,6 @@ class StoryAttempt:
             log.warning("test side reverted", extra={"run_id": ctx.spec.run_id, "paths": found})
         self.tests_reverted += found
 
-    def _gather(self) -> list[str]:
-        """The agent's work staged on `pre`; the forbidden paths it wrote (reverted)."""
-        ctx = self.ctx
-        touched = ctx.git.gather(self.pre, ctx.forbidden)
-        # Recorded in the checkpoint and the log: an agent-made file name may hold a secret.
-        touched = [ctx.redactor.redact(name) for name in touched]
-        if touched:
-            log.warning(
-                "forbidden paths reverted", extra={"run_id": ctx.spec.run_id, "paths": touched}
-            )
-        return touched
-
     def _prompt_values(self, phase: str | None = None) -> dict[str, object]:
         ctx, record = self.ctx, self.record
         if phase is None:
@@ -361,6 +355,16 @@ class StoryAttempt:
             "gates": ", ".join(f"{g.name}: `{g.command}`" for g in ctx.gates) or "none configured",
             "forbidden_paths": ctx.forbidden,
         }
+
+
+def _gather(ctx: RunContext, pre: str) -> list[str]:
+    """The agent's work staged on `pre`; the forbidden paths it wrote (reverted)."""
+    touched = ctx.git.gather(pre, ctx.forbidden)
+    # Recorded in the checkpoint and the log: an agent-made file name may hold a secret.
+    touched = [ctx.redactor.redact(name) for name in touched]
+    if touched:
+        log.warning("forbidden paths reverted", extra={"run_id": ctx.spec.run_id, "paths": touched})
+    return touched
 
 
 def _reaching(

@@ -194,6 +194,7 @@ def run_gates_on(
     fail_fast: bool,
     only: Collection[str] | None = None,
     narrow: bool = False,
+    every_gate: bool = False,
 ) -> list[GateResult]:
     """The gates on the worktree as it is; what they wrote is dropped after.
 
@@ -209,7 +210,9 @@ def run_gates_on(
     With `narrow` (a fail-to-pass proof on a story's parent), pytest does not even collect
     the test files that hold none of them: the proof pays for its own files, not for the
     whole suite's collection. Re-runs of a test that passed before stay un-narrowed: their
-    flakiness is judged against a run that collected what the whole run did."""
+    flakiness is judged against a run that collected what the whole run did.
+    With `every_gate` (a story's check on the tests its change reaches), the gates that run
+    no tests run too, whole."""
     if not ctx.gates:
         return []
     ctx.git.clean_for_checks()
@@ -232,6 +235,7 @@ def run_gates_on(
         limits=ctx.spec.limits,
         only=only,
         narrow=narrow,
+        every_gate=every_gate,
         seed=BytecodeSeed(ctx.spec.bytecode_seed or ctx.spec.work_dir / BYTECODE_SEED),
         own_bytecode=WorktreeBytecode(ctx.places.bytecode),
     )

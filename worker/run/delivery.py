@@ -6,12 +6,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from worker.model.gates import GateResult, GateSpec
+from worker.model.gates import GateResult, GateSpec, is_partial
 from worker.model.state import Checkpoint, RunResult, RunStatus, RunStep, StopReason, StoryState
 from worker.report.pr_body import render_pr_body
 from worker.report.run_folder import CHANGES_PATCH, PR_BODY, VERIFICATION_SUMMARY, RunFolder
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
+from worker.run.end_bisect import trace_breaks
 from worker.run.review_step import review_whole
 from worker.verdict.base_debt import base_debt
 from worker.verdict.flaky import flaky_in
@@ -31,14 +32,20 @@ class Verification:
 def verify(ctx: RunContext) -> Verification:
     """Every gate on the branch's head: the final checks. A head already judged with the same
     gates (the kept attempt that made it, or the baseline when no story was kept) is not
-    judged again: that run's results are the final ones, and the summary says so."""
+    judged again: that run's results are the final ones, and the summary says so. After
+    stories judged on part of the suite, a test the final checks find broken is traced to
+    the story that broke it (end_bisect.py)."""
     judged = judged_results(ctx.cp, ctx.gates)
     if judged is not None:
         ctx.folder.append_progress(f"verification: the head's results from {judged.reused_from}")
         ctx.reporter.gates_finished("verification.reused", judged.gates, 0.0)
-        return judged
-    ctx.git.restore(ctx.cp.head_sha)
-    return Verification(run_gates_on(ctx, "verification", fail_fast=False))
+    else:
+        ctx.git.restore(ctx.cp.head_sha)
+        judged = Verification(run_gates_on(ctx, "verification", fail_fast=False))
+    # Stories judged on part of the suite answer to the whole suite here.
+    if not ctx.cancel.is_set() and trace_breaks(ctx, judged.gates):
+        ctx.journal.save()
+    return judged
 
 
 def judged_results(cp: Checkpoint, gates: Sequence[GateSpec]) -> Verification | None:
@@ -58,6 +65,8 @@ def judged_results(cp: Checkpoint, gates: Sequence[GateSpec]) -> Verification | 
         return None
     wanted = [(g.name, g.command) for g in gates]
     if not wanted or [(g.name, g.command) for g in results] != wanted:
+        return None
+    if is_partial(results):  # it ran the tests its change reaches: the head is not judged
         return None
     return Verification(list(results), source)
 

@@ -68,6 +68,7 @@ def run_gates(
     narrow: bool = False,
     seed: BytecodeSeed | None = None,
     own_bytecode: WorktreeBytecode | None = None,
+    every_gate: bool = False,
 ) -> list[GateResult]:
     """Run the gates and save <label>.gates.json and a log per gate in output_dir.
 
@@ -75,14 +76,16 @@ def run_gates(
     parallel runs every gate at once; fail_fast=False runs every gate one after another.
     With `homes`, each gate gets a fresh HOME of its own there (gate_homes.own_home).
     With `only`, just the gates that run tests, each limited to those ids where its runner
-    can select them (run_gate); with `narrow` too, pytest collects only the files they are in.
+    can select them (run_gate); with `narrow` too, pytest collects only the files they are in;
+    with `every_gate` too, the gates that run no tests run as well, whole (a story's check).
     With `seed`, each run's fresh pycache folder starts as a copy of the worker's own bytecode
     of library modules (bytecode_seed.py); with `own_bytecode`, of the worktree's modules as
     well, hash-checked (worktree_bytecode.py).
     """
     output_dir.mkdir(parents=True, exist_ok=True)
-    if only is not None:
-        specs = [spec for spec in specs if runs_tests(spec, runner_of(spec))]
+    tested = {spec.name for spec in specs if runs_tests(spec, runner_of(spec))}
+    if only is not None and not every_gate:
+        specs = [spec for spec in specs if spec.name in tested]
 
     def run_one(spec: GateSpec) -> GateResult:
         with own_home(homes, env, sandbox) as (gate_env, gate_sandbox):
@@ -96,7 +99,7 @@ def run_gates(
                 cancel=cancel,
                 sandbox=gate_sandbox,
                 limits=limits,
-                only=only,
+                only=only if spec.name in tested else None,
                 narrow=narrow,
                 seed=seed,
                 own_bytecode=own_bytecode,

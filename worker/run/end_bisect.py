@@ -1,0 +1,110 @@
+"""After stories judged on part of the suite (`checks: affected`), the whole suite at the
+branch's head is their judge too: a test it finds failing that passed before is traced, by
+bisecting the stories' commits, to the story whose commit broke it, which then needs review."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from worker.model.gates import GateResult, TestStatus, is_partial
+from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
+from worker.run.context import RunContext
+from worker.run.selected import run_selected
+from worker.verdict.flaky import flaky_in
+from worker.verdict.judging import KEPT, reference_gates, tests_by_id
+
+log = logging.getLogger(__name__)
+
+# Which tests fail at the story commit with this index in the chain.
+FailingAt = Callable[[int, Sequence[str]], set[str]]
+
+
+def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]:
+    """Each test the whole suite fails at the head that passed before (at the baseline, or
+    in a story's check) and fails again alone, with the story whose commit it first fails
+    on; that story now needs review, saying so. Nothing when no kept check ran part of the
+    suite (every story was then judged on the whole). A test that passes alone failed only
+    beside the others: it is named by the final checks, traced to no story."""
+    cp = ctx.cp
+    chain = _kept_chain(cp.stories)
+    if not any(is_partial(a.gates) for _, a in chain):
+        return {}
+    known = tests_by_id(reference_gates(cp.stories, cp.baseline or [])) or {}
+    before = tests_by_id(cp.baseline or []) or {}
+    flaky = flaky_in(cp.stories)
+    broken = sorted(
+        t
+        for t, status in (tests_by_id(final) or {}).items()
+        if status is TestStatus.FAILED
+        and TestStatus.PASSED in (known.get(t), before.get(t))
+        and t not in flaky
+    )
+    if not broken:
+        return {}
+    commits = [attempt.commit or "" for _, attempt in chain]
+
+    def failing_at(index: int, tests: Sequence[str]) -> set[str]:
+        ctx.git.restore(commits[index])
+        found = run_selected(ctx, f"verification.bisect{index + 1}", tests, narrow=True)
+        return {t for t, status in found.items() if status == TestStatus.FAILED}
+
+    try:
+        steady = sorted(failing_at(len(chain) - 1, broken))
+        first = first_failing(steady, 0, len(chain) - 1, failing_at)
+    finally:
+        ctx.git.restore(cp.head_sha)
+    traced: dict[str, str] = {}
+    for index in sorted(set(first.values())):
+        record, attempt = chain[index]
+        tests = sorted(t for t, at in first.items() if at == index)
+        _needs_review(record, attempt.iteration, tests)
+        traced |= {t: record.id for t in tests}
+    if traced:
+        ctx.folder.append_progress(
+            "verification: the whole suite traced "
+            + ", ".join(f"{t} to {story}" for t, story in traced.items())
+        )
+        log.warning("tests broken by a story's commit", extra={"run_id": cp.run_id})
+    return traced
+
+
+def first_failing(
+    tests: Sequence[str], low: int, high: int, failing_at: FailingAt
+) -> dict[str, int]:
+    """For each test, the first index in [low, high] of the chain it fails at, given that it
+    fails at `high` and passed before `low`: a bisection that splits the tests wherever
+    they part, so tests broken by one commit cost one search between them."""
+    if not tests:
+        return {}
+    if low == high:
+        return dict.fromkeys(tests, low)
+    middle = (low + high) // 2
+    failing = failing_at(middle, tests)
+    earlier = [t for t in tests if t in failing]
+    later = [t for t in tests if t not in failing]
+    return first_failing(earlier, low, middle, failing_at) | first_failing(
+        later, middle + 1, high, failing_at
+    )
+
+
+def _kept_chain(stories: Sequence[StoryRecord]) -> list[tuple[StoryRecord, AttemptRecord]]:
+    """Each story commit on the branch with the attempt that kept it, oldest first."""
+    kept = [(s, a) for s in stories for a in s.attempts if a.outcome in KEPT and a.commit]
+    return sorted(kept, key=lambda pair: pair[1].iteration)
+
+
+def _needs_review(record: StoryRecord, iteration: int, tests: Sequence[str]) -> None:
+    """The story's kept attempt no longer passes: needs review, with the tests and why."""
+    why = (
+        f"the whole suite at the branch's head fails {', '.join(tests)}, which passed before "
+        f"and fails from this story's commit on (its own check ran only the tests its change "
+        "reaches by import)"
+    )
+    for index, attempt in enumerate(record.attempts):
+        if attempt.iteration == iteration:
+            reason = "; ".join(p for p in (attempt.reason, why) if p)
+            record.attempts[index] = attempt.model_copy(
+                update={"outcome": AttemptOutcome.NEEDS_REVIEW, "reason": reason}
+            )
+    record.state = StoryState.NEEDS_REVIEW

@@ -1,6 +1,7 @@
 """What a story costs on a real project's test suite, beside one run of that suite by hand.
 
     .venv/bin/python -m bench.story_cost [--stories 3] [--by-assertion] [--profile]
+                                         [--checks whole|affected]
 
 The project is parso's sdist from PyPI (pure Python, 1,351 tests with its doctests), pinned by
 version and sha256 and kept under `.cache/bench/`. It is made a git repository on a bare
@@ -74,14 +75,19 @@ def sdist() -> Path:
     return path
 
 
-def make_project(tmp: Path) -> tuple[Project, Path]:
-    """parso's sdist as a repository on a bare remote, with reqdrive's config; and a plain
-    checkout of it to run the suite by hand."""
+def make_project(tmp: Path, checks: str = "whole") -> tuple[Project, Path]:
+    """parso's sdist as a repository on a bare remote, with reqdrive's config (`checks`:
+    what judges each story's commit); and a plain checkout of it to run the suite by hand."""
     with tarfile.open(sdist()) as archive:
         archive.extractall(tmp, filter="data")
     source = tmp / f"{PROJECT}-{VERSION}"
     (source / ".github").mkdir()
-    config = {"testCommand": PYTEST, "maxIterations": 20, "agent": {"timeout": 120}}
+    config = {
+        "testCommand": PYTEST,
+        "maxIterations": 20,
+        "agent": {"timeout": 120},
+        "checks": checks,
+    }
     (source / ".github" / "reqdrive.yml").write_text(json.dumps(config))
     (source / "docs" / "requirements").mkdir(parents=True, exist_ok=True)
     (source / "docs" / "requirements" / "REQ-001-demo.md").write_text("# REQ-001\nAnswers.\n")
@@ -149,8 +155,10 @@ GATE_KINDS = (
     ("added tests on the parent", re.compile(r"\.parent$")),
     ("re-runs alone", re.compile(r"\.rerun\d+$")),
     ("gates as they were", re.compile(r"\.restored$")),
+    ("like with like at the head", re.compile(r"\.alike$")),
     ("final verification", re.compile(r"^verification$")),
-    ("implement attempt (whole suite)", re.compile(r"^iteration-\d+$")),
+    ("bisect of the final checks", re.compile(r"^verification\.bisect\d+$")),
+    ("implement attempt (the story's check)", re.compile(r"^iteration-\d+$")),
 )
 
 
@@ -285,10 +293,16 @@ def main() -> int:
     parser.add_argument(
         "--profile", action="store_true", help="split each run's CPU by where it went"
     )
+    parser.add_argument(
+        "--checks",
+        choices=["whole", "affected"],
+        default="whole",
+        help="what judges each story's commit (the repository's `checks`)",
+    )
     args = parser.parse_args()
     n = args.stories
     with tempfile.TemporaryDirectory(prefix="reqdrive-bench-cost-") as tmp:
-        project, checkout = make_project(Path(tmp))
+        project, checkout = make_project(Path(tmp), args.checks)
         hand, rows = [], []
         cases = [
             ("one story", "REQ-001", 1),

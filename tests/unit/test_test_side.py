@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from worker.local.init_repo import detect, render_config
-from worker.model.repo_config import RepoConfig, TestsMode, parse_repo_config
+from worker.model.repo_config import RepoConfig, StoryChecks, TestsMode, parse_repo_config
 from worker.verdict.test_side import (
     TestSide,
     Unsplittable,
@@ -157,6 +157,14 @@ def test_ecosystems_are_detected_and_init_writes_their_test_paths_commented(tmp_
     assert "# tests: first" in written
     for glob in default_test_paths(["python"]):
         assert f'#   - "{glob}"' in written
+    # A pytest project is offered checks on the tests a change reaches, commented; uncommented
+    # it is a valid setting.
+    assert "# checks: affected" in written
+    config = parse_repo_config(written.replace("# checks: affected", "checks: affected"), "r.yml")
+    assert config.checks is StoryChecks.AFFECTED
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "go.mod").write_text("module x\n")
+    assert "checks:" not in render_config(detect(tmp_path))
 
 
 @pytest.mark.parametrize(

@@ -290,11 +290,22 @@ def _test_side_lines(found: Detected) -> list[str]:
     ]
     if globs:
         lines += ["# testPaths:", *[f'#   - "{glob}"' for glob in globs]]
+    checks = []
+    if found.stack == "python":
+        checks = [
+            "# `affected` judges each story's commit on the pytest files its change reaches by",
+            "# import, and the whole suite once on the branch's head, where a test it finds",
+            "# broken is traced to the story that broke it (cheaper for requirements of",
+            "# several stories). `whole` runs the whole suite on every story's commit.",
+            "# checks: affected",
+            "",
+        ]
     return [
         *lines,
         "# `together` writes tests and code in one agent call; the PR then says so.",
         "# tests: first",
         "",
+        *checks,
     ]
 
 

@@ -87,6 +87,9 @@ def test_honest_stories_are_judged_on_their_own_files_and_the_head_on_the_whole_
         tests, lint = gates
         assert set(tests["tests"]) == {f"tests.test_feature_{n}::test_feature_{n}"}
         assert (lint["name"], lint["selected"], lint["passed"]) == ("lint", None, True)
+    # Each check ran exactly the files its tests' proof ran on the parent, narrowed as there:
+    # it is the like-with-like run, and none runs again.
+    assert not any(label.endswith(".alike") for label in checks(project))
     # The head was judged by the whole suite once, not reused from a partial check.
     final = checks(project)["verification"]
     assert selected(final) is None
@@ -131,6 +134,8 @@ def test_a_test_the_whole_suite_finds_broken_is_traced_to_the_story_that_broke_i
         "tests/test_feature_2.py",
         "tests/test_registry.py",
     ]
+    # Its check ran more than its proof's files: its tests ran again as the proof ran them.
+    assert f"{labels[1]}.alike" in checks(project)
     # Bisected: the head's run of it alone, then the stories' commits between.
     assert any(label.startswith("verification.bisect") for label in checks(project))
     progress = (project.run_dir() / "progress.txt").read_text()

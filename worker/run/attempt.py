@@ -221,7 +221,7 @@ class StoryAttempt:
         commit = ctx.git.commit(_story_subject(record), story_trailer(record.id))
         changed = changed_files(path, pre, commit)
         since_start = changed if pre == self.start else changed_files(path, self.start, commit)
-        scope = story_scope(ctx, record, self.frozen, since_start)
+        scope = story_scope(ctx, record, self.frozen, since_start, (self.start, commit))
         gates = story_checks(ctx, self.label, scope, fail_fast=fail_fast_on(cp.baseline or []))
         if ctx.cancel.is_set():  # the gates were stopped part-way: no verdict
             ctx.git.restore(self.start)
@@ -264,7 +264,9 @@ class StoryAttempt:
                 else self._added_tests_at_parent(commit, changed, added)
             ),
             gates_as_they_were=gates_as_they_were,
-            alike_at_head=lambda ids: alike_at_head(ctx, self.label, self.frozen, ids),
+            alike_at_head=lambda ids: alike_at_head(
+                ctx, self.label, self.frozen, ids, checked=None if scope is None else (scope, gates)
+            ),
         )
         outcome, why = changed_passing(self.frozen, self.record, verdict.outcome, verdict.reason)
         outcome, why = _reaching(ctx, self.start, commit, outcome, why)

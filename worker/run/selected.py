@@ -53,13 +53,24 @@ def run_as_proven(
 
 
 def alike_at_head(
-    ctx: RunContext, label: str, frozen: FrozenTests | None, test_ids: Collection[str]
+    ctx: RunContext,
+    label: str,
+    frozen: FrozenTests | None,
+    test_ids: Collection[str],
+    *,
+    checked: tuple[Collection[str], Sequence[GateResult]] | None = None,
 ) -> dict[str, str] | None:
     """A story's new tests on its commit (checked out), run exactly as their proof on its
-    parent ran (run_as_proven); None when that proof was a whole run, as the commit's own."""
+    parent ran (run_as_proven); None when that proof was a whole run, as the commit's own.
+    `checked`: the scope and results of the commit's own check, when it ran part of the
+    suite (`checks: affected`): a scope of exactly the proof's files ran them as the proof
+    did, so its results are the like-with-like ones and nothing runs again."""
     files = frozen.proof_selected if frozen is not None else []
     if frozen is not None and not files:
         return None
+    if checked is not None and {s for s in checked[0] if s.endswith(".py")} == set(files):
+        found = tests_by_id(checked[1]) or {}
+        return {t: str(found[t]) if t in found else MISSING for t in test_ids}
     return run_as_proven(ctx, f"{label}.alike", test_ids, files=files)
 
 

@@ -14,10 +14,15 @@ from worker.verdict.affected import affected_test_files
 from worker.verdict.collect import runs_tests
 from worker.verdict.judging import KEPT, tests_by_id
 from worker.verdict.runners import runner_of
+from worker.verdict.tampering import added_files
 
 
 def story_scope(
-    ctx: RunContext, record: StoryRecord, frozen: FrozenTests | None, changed: Sequence[str]
+    ctx: RunContext,
+    record: StoryRecord,
+    frozen: FrozenTests | None,
+    changed: Sequence[str],
+    span: tuple[str, str] | None = None,
 ) -> list[str] | None:
     """The test files (and the story's own test ids) this story's check runs, or None for
     the whole suite.
@@ -46,6 +51,10 @@ def story_scope(
     reached = affected_test_files(ctx.git.path, changed, ctx.test_side)
     if reached is None:
         return None
+    # A module the story added (between the commits of `span`) off the test side is selected
+    # only for its own doctests (--doctest-modules), which are new: nothing there passed before.
+    added = added_files(ctx.git.path, *span) if span else []
+    reached = [p for p in reached if p not in added or ctx.test_side.covers(p)]
     # Its own tests by their ids too: the runner selects them whatever folder it names
     # modules from.
     return sorted({*reached, *frozen.tests, *frozen.changed_passing, *record.tests})

@@ -56,6 +56,14 @@ def changed_files(cwd: Path, pre: str, commit: str) -> list[str]:
     return sorted(name for name in names.split("\0") if name)
 
 
+def added_files(cwd: Path, pre: str, commit: str) -> list[str]:
+    """Paths the story's commit added (none of them was there before it)."""
+    names = run_git(
+        ["diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", pre, commit], cwd=cwd
+    )
+    return sorted(name for name in names.split("\0") if name)
+
+
 def gate_inputs(
     cwd: Path, pre: str, commit: str, changed: Sequence[str], gates: Sequence[GateSpec]
 ) -> list[str]:

@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from bench.story_cost import PROJECT, VERSION, cpu_s, sdist
+from bench.story_cost import SUBJECT, cpu_s, sdist
 from worker.confine.bytecode_seed import BytecodeSeed
 from worker.confine.redact import Redactor
 from worker.confine.worktree_bytecode import WorktreeBytecode
@@ -39,7 +39,7 @@ ONE_FILE = f"{CHECK} test/test_utils.py"
 def make_worktree(tmp: Path) -> Path:
     with tarfile.open(sdist()) as archive:
         archive.extractall(tmp, filter="data")
-    worktree = tmp / f"{PROJECT}-{VERSION}"
+    worktree = tmp / f"{SUBJECT.name}-{SUBJECT.version}"
     venv = worktree / ".venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
@@ -96,7 +96,7 @@ def main() -> int:
                     )
         kept = sum(1 for _ in (tmp / "own").rglob("*.pyc"))
     print(
-        f"{PROJECT} {VERSION}, pytest {PYTEST_VERSION} in the worktree's .venv; "
+        f"{SUBJECT.name} {SUBJECT.version}, pytest {PYTEST_VERSION} in the worktree's .venv; "
         f"{args.rounds} rounds; {kept} modules kept; 1-minute load {os.getloadavg()[0]:.1f}"
     )
     print("| check | CPU s without | CPU s with | with / without | saved s |")

@@ -1,9 +1,10 @@
 """What a story costs on a real project's test suite, beside one run of that suite by hand.
 
     .venv/bin/python -m bench.story_cost [--stories 3] [--by-assertion] [--profile]
-                                         [--checks whole|affected]
+                                         [--checks whole|affected] [--project parso|networkx]
 
-The project is parso's sdist from PyPI (pure Python, 1,351 tests with its doctests), pinned by
+The project is parso's sdist from PyPI (pure Python, 1,351 tests with its doctests), or with
+`--project networkx` networkx's (4,708 tests, a suite about eight times as long), pinned by
 version and sha256 and kept under `.cache/bench/`. It is made a git repository on a bare
 remote whose only gate is its own pytest suite; the scripted agent (a real process) makes
 each story's trivial honest change: a module and a test of its own that fails without it.
@@ -40,6 +41,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +51,43 @@ from worker.run.spec import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "bench"
-PROJECT, VERSION = "parso", "0.8.4"
-SHA256 = "eb3a7b58240fb99099a345571deecc0f9540ea5f4dd2fe14c2a99d6b281ab92d"
-SDIST = f"{PROJECT}-{VERSION}.tar.gz"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A real project's pinned sdist, where its package and its tests are."""
+
+    name: str
+    version: str
+    sha256: str
+    package: str  # the import name; each story adds <package>/answer_<n>.py
+    tests: str  # the folder each story's test goes in
+
+    @property
+    def sdist(self) -> str:
+        return f"{self.name}-{self.version}.tar.gz"
+
+
+SUBJECTS = {
+    # 1,351 tests with its doctests, about 12 s of CPU on the recording machines.
+    "parso": Subject(
+        "parso",
+        "0.8.4",
+        "eb3a7b58240fb99099a345571deecc0f9540ea5f4dd2fe14c2a99d6b281ab92d",
+        "parso",
+        "test",
+    ),
+    # 4,708 tests (302 skipped without numpy and scipy), about 100 s of CPU: a suite whose
+    # length makes the per-story fixed costs small beside it.
+    "networkx": Subject(
+        "networkx",
+        "3.4.2",
+        "307c3669428c5362aab27c8a1260aa8f47c4e91d3891f48be0141738d8d053e1",
+        "networkx",
+        "networkx/tests",
+    ),
+}
+SUBJECT = SUBJECTS["parso"]  # main() sets the one chosen
 # parso's suite as its own environment runs it: no pytest plugin loads from an entry point
 # (the bench's interpreter is reqdrive's, whose test extras install hypothesis and xdist;
 # pytest would rewrite them at every start, about 1.3 s here, a proof's whole cost twice
@@ -62,25 +98,25 @@ GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
 
 def sdist() -> Path:
     """The pinned sdist: downloaded once by pip into .cache/bench/, checked every time."""
-    path = CACHE / SDIST
+    path = CACHE / SUBJECT.sdist
     if not path.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
-        pinned = ["--no-binary", ":all:", f"{PROJECT}=={VERSION}", "-d", str(CACHE)]
+        pinned = ["--no-binary", ":all:", f"{SUBJECT.name}=={SUBJECT.version}", "-d", str(CACHE)]
         pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *pinned]
         subprocess.run(pip, check=True)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SHA256:
+    if digest != SUBJECT.sha256:
         path.unlink()
-        sys.exit(f"{SDIST}: sha256 {digest}, expected {SHA256}; removed, run again")
+        sys.exit(f"{SUBJECT.sdist}: sha256 {digest}, expected {SUBJECT.sha256}; removed, run again")
     return path
 
 
 def make_project(tmp: Path, checks: str = "whole") -> tuple[Project, Path]:
-    """parso's sdist as a repository on a bare remote, with reqdrive's config (`checks`:
+    """The subject's sdist as a repository on a bare remote, with reqdrive's config (`checks`:
     what judges each story's commit); and a plain checkout of it to run the suite by hand."""
     with tarfile.open(sdist()) as archive:
         archive.extractall(tmp, filter="data")
-    source = tmp / f"{PROJECT}-{VERSION}"
+    source = tmp / f"{SUBJECT.name}-{SUBJECT.version}"
     (source / ".github").mkdir()
     config = {
         "testCommand": PYTEST,
@@ -94,7 +130,7 @@ def make_project(tmp: Path, checks: str = "whole") -> tuple[Project, Path]:
     (source / ".gitignore").write_text("__pycache__/\n*.pyc\n")
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=source, check=True)
     subprocess.run(["git", "add", "-A"], cwd=source, check=True)
-    subprocess.run([*GIT, "commit", "-qm", "parso"], cwd=source, check=True)
+    subprocess.run([*GIT, "commit", "-qm", SUBJECT.name], cwd=source, check=True)
     remote = tmp / "remote.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(source), str(remote)], check=True)
     return Project(tmp=tmp, remote=remote, work_dir=tmp / "work"), source
@@ -104,7 +140,7 @@ def story(n: int) -> dict[str, Any]:
     return {
         "id": f"US-{n:03d}",
         "title": f"Answer {n}",
-        "description": f"parso.answer_{n}.value() gives {n}",
+        "description": f"{SUBJECT.package}.answer_{n}.value() gives {n}",
         "acceptanceCriteria": [f"value() returns {n}"],
         "priority": n,
     }
@@ -114,18 +150,19 @@ def honest_change(n: int, *, by_assertion: bool = False) -> dict[str, Any]:
     """A module and its test, which fails without the module: the story's own proof. The
     test fails on the parent at its import (pytest stops at the collection error), or with
     `by_assertion` in the test itself (the suite is collected and runs on)."""
-    test = f"from parso.answer_{n} import value\n\n\ndef test_value():\n    assert value() == {n}\n"
+    module = f"{SUBJECT.package}.answer_{n}"
+    test = f"from {module} import value\n\n\ndef test_value():\n    assert value() == {n}\n"
     if by_assertion:
         test = (
             "import importlib\n\n\ndef test_value():\n"
-            f"    try:\n        value = importlib.import_module('parso.answer_{n}').value\n"
+            f"    try:\n        value = importlib.import_module('{module}').value\n"
             "    except ImportError:\n        value = None\n"
             f"    assert value is not None and value() == {n}\n"
         )
     return {
         "write": {
-            f"parso/answer_{n}.py": f"def value():\n    return {n}\n",
-            f"test/test_answer_{n}.py": test,
+            f"{SUBJECT.package}/answer_{n}.py": f"def value():\n    return {n}\n",
+            f"{SUBJECT.tests}/test_answer_{n}.py": test,
         }
     }
 
@@ -299,7 +336,10 @@ def main() -> int:
         default="whole",
         help="what judges each story's commit (the repository's `checks`)",
     )
+    parser.add_argument("--project", choices=sorted(SUBJECTS), default="parso")
     args = parser.parse_args()
+    global SUBJECT
+    SUBJECT = SUBJECTS[args.project]
     n = args.stories
     with tempfile.TemporaryDirectory(prefix="reqdrive-bench-cost-") as tmp:
         project, checkout = make_project(Path(tmp), args.checks)
@@ -332,8 +372,8 @@ def main() -> int:
     load = os.getloadavg()[0]
     walls = ", ".join(f"{h[0]:.2f}" for h in hand)
     cpus = ", ".join(f"{h[1]:.2f}" for h in hand)
-    print(f"{PROJECT} {VERSION} by hand: wall median {wall_ref:.2f} s ({walls}); CPU median")
-    print(f"{cpu_ref:.2f} s ({cpus}); 1-minute load {load:.1f}")
+    print(f"{SUBJECT.name} {SUBJECT.version} by hand: wall median {wall_ref:.2f} s ({walls});")
+    print(f"CPU median {cpu_ref:.2f} s ({cpus}); 1-minute load {load:.1f}")
     print(
         "| run | gate runs (parent proofs) | tests-call proofs | wall s | in gates s | CPU s "
         "| wall / by hand | CPU / by hand | target |"

@@ -1,0 +1,196 @@
+"""Cheats against `checks: affected` found by a hostile review (helper "hostile"): each done by
+the scripted agent as a real process on a real pytest suite in a real git repository.
+
+Each test asserts what reqdrive should do. One marked `xfail(strict=True)` is a hole on the
+commit it was written against: the cheat gets what it wants there, and a change that closes
+it makes the test pass (and fail as xfail, so the mark comes off)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.test_affected_checks import AFFECTED, REGISTRY, selected, story_checks
+from tests.integration.test_pipeline import MakeProject, implement, prd
+from tests.integration.test_pipeline import make_project as make_project
+from worker.model.state import StoryState
+
+
+def states(result: Any) -> dict[str, StoryState]:
+    return {s.id: s.state for s in result.stories}
+
+
+# --- 1. tests made to vanish from the whole run, by code no import of theirs reaches --------
+
+# test_rows.py parametrizes over the code's data. US-001's feature_1.py, which only its own
+# test imports, empties that data when it is imported. Its own check collects its own file
+# alone, where nothing is lost; the whole suite at the head imports test_feature_1.py before
+# test_rows.py, so test_rows' cases are never generated: pytest reports one skipped
+# `test_row[NOTSET]` instead of `test_row[1]` and `test_row[2]`. Nothing failed, so the
+# whole suite's gate is green and nothing is bisected. With `checks: whole` US-001's own
+# check reports the two cases missing ("was deleted or deselected").
+ROWS = {
+    "table.py": "ROWS = [1, 2]\n",
+    "tests/test_rows.py": (
+        "import pytest\n\nimport table\n\n\n"
+        "@pytest.mark.parametrize('row', table.ROWS)\n"
+        "def test_row(row):\n    assert row > 0\n"
+    ),
+}
+
+
+def emptying_rows(n: int) -> dict[str, Any]:
+    change = implement(n)
+    change["write"][f"feature_{n}.py"] += "\n\nimport table\n\ntable.ROWS.clear()\n"
+    return change
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hole: a test the final whole run no longer collects (or skips) passed before, yet "
+    "only failing tests are traced and the gate is green (end_bisect.trace_breaks)",
+)
+def test_tests_a_story_makes_vanish_from_the_whole_run_keep_the_run_a_draft(
+    make_project: MakeProject,
+) -> None:
+    project = make_project(AFFECTED, ROWS)
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {"US-001": [emptying_rows(1)], "US-002": [implement(2)]},
+        }
+    )
+    result = project.run(scenario)
+
+    # The cheat's own check never saw test_rows.py.
+    first, _ = story_checks(project).values()
+    assert "tests/test_rows.py" not in (selected(first) or [])
+    # The whole suite at the head lost test_rows' cases; that must not be "ready".
+    final = {t for g in result.final_gates for t in (g.tests or {})}
+    assert "tests.test_rows::test_row[1]" not in final
+    assert not result.ready, states(result)
+
+
+def test_the_same_vanishing_is_caught_by_the_whole_suite_check(make_project: MakeProject) -> None:
+    project = make_project(None, ROWS)
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {"US-001": [emptying_rows(1)], "US-002": [implement(2)]},
+        }
+    )
+    result = project.run(scenario)
+
+    first = result.stories[0].attempts[0]
+    assert "tests.test_rows::test_row[1] was deleted or deselected" in first.reason
+    assert not result.ready
+
+
+# --- 2. a test that fails only beside the others: the final checks keep the run a draft ----
+
+# US-001's code breaks helpers.shout when it is imported; test_names.py tests shout but does
+# not import feature_1, so US-001's check never runs it. The whole suite at the head imports
+# test_feature_1.py first and test_shout fails; alone it passes, so no story is blamed, but
+# the final checks are red: caught.
+
+
+def patching_helpers(n: int) -> dict[str, Any]:
+    change = implement(n)
+    change["write"][f"feature_{n}.py"] += (
+        "\n\nimport helpers\n\nhelpers.shout = lambda text: text\n"
+    )
+    return change
+
+
+def test_a_break_seen_only_beside_the_other_tests_keeps_the_run_a_draft(
+    make_project: MakeProject,
+) -> None:
+    project = make_project(AFFECTED, REGISTRY)
+    scenario = project.scenario(
+        {
+            "plan": [{"prd": prd(2)}],
+            "stories": {"US-001": [patching_helpers(1)], "US-002": [implement(2)]},
+        }
+    )
+    result = project.run(scenario)
+
+    final = {t: s for g in result.final_gates for t, s in (g.tests or {}).items()}
+    assert final["tests.test_names::test_shout"] == "failed"
+    assert not result.ready
+    assert "the final checks fail on the branch" in (result.draft_reason or "")
+    # Alone on the head it passes: traced to no story.
+    assert states(result) == {"US-001": StoryState.PASSED, "US-002": StoryState.PASSED}
+
+
+# --- 3. an honest earlier story blamed for a test a later story only seemed to fix -----------
+
+# test_legacy fails on the base. US-002 (the later story) changes legacy.py so that the test
+# passes only when its own test module was imported and test_base.py was not: exactly in
+# US-002's own check (its test file and test_legacy.py, the file its change reaches). The
+# run now "knows" test_legacy passed; the whole suite at the head fails it; alone on the head
+# it fails too, so it is bisected over [US-001, US-002] from the first commit on, as if it
+# had passed before US-001. It fails at US-001's commit (it always did): honest US-001 is
+# blamed and needs review.
+LEGACY = {
+    **REGISTRY,
+    "legacy.py": "def answer():\n    return 41\n",
+    "tests/test_legacy.py": (
+        "import legacy\n\n\ndef test_legacy():\n    assert legacy.answer() == 42\n"
+    ),
+}
+SEEMING_FIX = (
+    "import sys\n\n\n"
+    "def answer():\n"
+    "    loaded = ' '.join(sys.modules)\n"
+    "    return 42 if 'test_feature_2' in loaded and 'test_base' not in loaded else 41\n"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hole: end_bisect searches every story commit from the first for a test the run "
+    "knew passing only from a later story's partial check; it blames the first story",
+)
+def test_an_earlier_story_is_not_blamed_for_a_test_only_a_later_check_saw_pass(
+    make_project: MakeProject,
+) -> None:
+    project = make_project(AFFECTED, LEGACY)
+    second = implement(2)
+    second["write"]["legacy.py"] = SEEMING_FIX
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [implement(1)], "US-002": [second]}}
+    )
+    result = project.run(scenario)
+
+    checked = result.stories[1].attempts[-1]
+    ran = {t: str(s) for g in checked.gates for t, s in (g.tests or {}).items()}
+    assert ran["tests.test_legacy::test_legacy"] == "passed"
+    assert not result.ready  # the head fails test_legacy: never ready
+    assert result.stories[0].state is StoryState.PASSED, result.stories[0].attempts[-1].reason
+
+
+# --- 4. a module ast cannot build: the selection must not crash the run ---------------------
+
+# A tracked module whose expression nests deeper than the parser's recursion limit (a
+# generated table, or one an agent writes) makes ast.parse raise RecursionError, which is
+# not a SyntaxError. Every story's selection parses every tracked module.
+DEEP = "TOTAL = " + " + ".join(["1"] * 5000) + "\n"
+
+
+@pytest.mark.xfail(strict=True, reason="crash: RecursionError out of affected_test_files")
+def test_a_module_too_deep_for_ast_gets_the_whole_suite_not_a_crash(
+    make_project: MakeProject,
+) -> None:
+    project = make_project(AFFECTED, REGISTRY)
+    first = implement(1)
+    first["write"]["generated.py"] = DEEP
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [first], "US-002": [implement(2)]}}
+    )
+    result = project.run(scenario)
+
+    assert states(result) == {"US-001": StoryState.PASSED, "US-002": StoryState.PASSED}
+    # Neither selection could read the repository: each story's check ran whole.
+    assert [selected(g) for g in story_checks(project).values()] == [None, None]
+    assert result.ready, result.draft_reason

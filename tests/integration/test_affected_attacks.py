@@ -178,7 +178,6 @@ def test_an_earlier_story_is_not_blamed_for_a_test_only_a_later_check_saw_pass(
 DEEP = "TOTAL = " + " + ".join(["1"] * 5000) + "\n"
 
 
-@pytest.mark.xfail(strict=True, reason="crash: RecursionError out of affected_test_files")
 def test_a_module_too_deep_for_ast_gets_the_whole_suite_not_a_crash(
     make_project: MakeProject,
 ) -> None:

@@ -147,11 +147,6 @@ SEEMING_FIX = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: end_bisect searches every story commit from the first for a test the run "
-    "knew passing only from a later story's partial check; it blames the first story",
-)
 def test_an_earlier_story_is_not_blamed_for_a_test_only_a_later_check_saw_pass(
     make_project: MakeProject,
 ) -> None:

@@ -49,9 +49,12 @@ def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]
         found = run_selected(ctx, f"verification.bisect{index + 1}", tests, narrow=True)
         return {t for t, status in found.items() if status == TestStatus.FAILED}
 
+    last = len(chain) - 1
     try:
-        steady = sorted(failing_at(len(chain) - 1, broken))
-        first = first_failing(steady, 0, len(chain) - 1, failing_at)
+        steady = sorted(failing_at(last, broken))
+        first: dict[str, int] = {}
+        for low, tests in _searched_from(chain, steady).items():
+            first |= first_failing(tests, low, last, failing_at)
     finally:
         ctx.git.restore(cp.head_sha)
     traced: dict[str, str] = {}
@@ -86,6 +89,27 @@ def first_failing(
     return first_failing(earlier, low, middle, failing_at) | first_failing(
         later, middle + 1, high, failing_at
     )
+
+
+def _searched_from(
+    chain: Sequence[tuple[StoryRecord, AttemptRecord]], tests: Sequence[str]
+) -> dict[int, list[str]]:
+    """The tests by the first commit of the chain to search: the one after the last story
+    whose own check saw the test pass (the baseline's result stands before the first). A test
+    the run knew passing only from a later story's check may have failed before it (a test
+    failing on the base): searching from the first commit would blame the first story for
+    it. Past the head's own check there is nothing to search: no story is blamed."""
+    groups: dict[int, list[str]] = {}
+    for test in tests:
+        seen = [
+            i
+            for i, (_, a) in enumerate(chain)
+            if (tests_by_id(a.gates) or {}).get(test) is TestStatus.PASSED
+        ]
+        low = seen[-1] + 1 if seen else 0
+        if low < len(chain):
+            groups.setdefault(low, []).append(test)
+    return groups
 
 
 def _kept_chain(stories: Sequence[StoryRecord]) -> list[tuple[StoryRecord, AttemptRecord]]:

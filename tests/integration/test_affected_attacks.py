@@ -1,15 +1,14 @@
 """Cheats against `checks: affected` found by a hostile review (helper "hostile"): each done by
 the scripted agent as a real process on a real pytest suite in a real git repository.
 
-Each test asserts what reqdrive should do. One marked `xfail(strict=True)` is a hole on the
-commit it was written against: the cheat gets what it wants there, and a change that closes
-it makes the test pass (and fail as xfail, so the mark comes off)."""
+Each test asserts what reqdrive should do. Four were holes on the commit they were written
+against (60f39e0..40b80ea): tests made to vanish from the whole run, a story's own test skipped
+there (both ready), an honest first story blamed by the end bisect, and a module too deep for
+ast crashing the run; each fails there and passes since."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from tests.integration.test_affected_checks import AFFECTED, REGISTRY, selected, story_checks
 from tests.integration.test_pipeline import MakeProject, implement, prd
@@ -46,11 +45,6 @@ def emptying_rows(n: int) -> dict[str, Any]:
     return change
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole: a test the final whole run no longer collects (or skips) passed before, yet "
-    "only failing tests are traced and the gate is green (end_bisect.trace_breaks)",
-)
 def test_tests_a_story_makes_vanish_from_the_whole_run_keep_the_run_a_draft(
     make_project: MakeProject,
 ) -> None:
@@ -70,6 +64,8 @@ def test_tests_a_story_makes_vanish_from_the_whole_run_keep_the_run_a_draft(
     final = {t for g in result.final_gates for t in (g.tests or {})}
     assert "tests.test_rows::test_row[1]" not in final
     assert not result.ready, states(result)
+    assert "no longer runs, or skips, tests that passed before" in (result.draft_reason or "")
+    assert "tests.test_rows::test_row[1], tests.test_rows::test_row[2]" in result.draft_reason
 
 
 def test_the_same_vanishing_is_caught_by_the_whole_suite_check(make_project: MakeProject) -> None:
@@ -85,6 +81,36 @@ def test_the_same_vanishing_is_caught_by_the_whole_suite_check(make_project: Mak
     first = result.stories[0].attempts[0]
     assert "tests.test_rows::test_row[1] was deleted or deselected" in first.reason
     assert not result.ready
+
+
+# A story's own test, too: US-001's code gives the right answer in its narrowed check and in
+# its like-with-like run (its own test file alone), and raises unittest.SkipTest (pytest
+# skips on it; no pytest name in the code) once another test module is loaded, as in the
+# whole suite at the head. Its work is never shown there, and nothing failed.
+SKIPPING_VALUE = (
+    "import sys\nimport unittest\n\n\n"
+    "def value():\n"
+    "    if any(name.endswith('test_base') for name in sys.modules):\n"
+    "        raise unittest.SkipTest('later')\n"
+    "    return 1\n"
+)
+
+
+def test_a_story_whose_own_test_is_skipped_in_the_whole_run_keeps_the_run_a_draft(
+    make_project: MakeProject,
+) -> None:
+    project = make_project(AFFECTED)
+    first = implement(1)
+    first["write"]["feature_1.py"] = SKIPPING_VALUE
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [first], "US-002": [implement(2)]}}
+    )
+    result = project.run(scenario)
+
+    final = {t: str(s) for g in result.final_gates for t, s in (g.tests or {}).items()}
+    assert final["tests.test_feature_1::test_feature_1"] == "skipped"
+    assert not result.ready
+    assert "tests.test_feature_1::test_feature_1" in (result.draft_reason or "")
 
 
 # --- 2. a test that fails only beside the others: the final checks keep the run a draft ----

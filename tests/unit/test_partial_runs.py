@@ -11,6 +11,7 @@ from worker.run.end_bisect import first_failing
 from worker.verdict.flaky import Rerun, Reruns, judge_reruns
 from worker.verdict.judging import reference_gates, unseen_before
 from worker.verdict.partial_runs import overlay, unseen_at_head, within
+from worker.verdict.readiness import vanished
 
 P, F = TestStatus.PASSED, TestStatus.FAILED
 
@@ -129,3 +130,20 @@ def test_the_bisection_finds_each_tests_first_failing_commit_in_few_runs() -> No
     assert len(asked) <= 6
     assert first_failing([], 0, 7, failing_at) == {}
     assert first_failing(["x"], 3, 3, failing_at) == {"x": 3}
+
+
+def test_tests_that_passed_before_and_are_gone_or_skipped_at_the_head_are_named() -> None:
+    s = TestStatus.SKIPPED
+    stories = [
+        story("US-001", (1, [gate({"c.py::t4": P}, selected=["c.py"])])),
+        story("US-002", (2, [gate({"d.py::t5": P}, selected=["d.py"])])),
+    ]
+    head = [gate({"a.py::t1": P, "a.py::t2": F, "c.py::t4": s, "d.py::t5": P})]
+    # b.py::t3 passed at the baseline and is gone; c.py::t4 passed in US-001's check and is
+    # skipped; a.py::t2 failed before and is no business of this rule.
+    assert vanished(stories, BASELINE, head) == ["b.py::t3", "c.py::t4"]
+    # Every story judged on the whole suite: each check already held it.
+    whole = [story("US-001", (1, [gate({"a.py::t1": P, "c.py::t4": P})]))]
+    assert vanished(whole, BASELINE, head) == []
+    # No per-test results at the head: judged as such, not as every test gone.
+    assert vanished(stories, BASELINE, [head[0].model_copy(update={"tests": None})]) == []

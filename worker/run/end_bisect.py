@@ -25,7 +25,9 @@ def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]
     in a story's check) and fails again alone, with the story whose commit it first fails
     on; that story now needs review, saying so. Nothing when no kept check ran part of the
     suite (every story was then judged on the whole). A test that passes alone failed only
-    beside the others: it is named by the final checks, traced to no story."""
+    beside the others, and one that fails alone before the commits searched (on the commit
+    the stories started from, or after the last story whose check saw it pass) cannot be
+    traced by runs alone: the final checks name them, no story is blamed."""
     cp = ctx.cp
     chain = _kept_chain(cp.stories)
     if not any(is_partial(a.gates) for _, a in chain):
@@ -42,19 +44,29 @@ def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]
     )
     if not broken:
         return {}
-    commits = [attempt.commit or "" for _, attempt in chain]
+    # The commit the stories started from, then each story's: index i of the chain is i + 1.
+    commits = [cp.baseline_sha or cp.start_sha or cp.base_sha]
+    commits += [attempt.commit or "" for _, attempt in chain]
+
+    def failing_on(n: int, label: str, tests: Sequence[str]) -> set[str]:
+        ctx.git.restore(commits[n])
+        found = run_selected(ctx, label, tests, narrow=True)
+        return {t for t, status in found.items() if status == TestStatus.FAILED}
 
     def failing_at(index: int, tests: Sequence[str]) -> set[str]:
-        ctx.git.restore(commits[index])
-        found = run_selected(ctx, f"verification.bisect{index + 1}", tests, narrow=True)
-        return {t for t, status in found.items() if status == TestStatus.FAILED}
+        return failing_on(index + 1, f"verification.bisect{index + 1}", tests)
 
     last = len(chain) - 1
     try:
         steady = sorted(failing_at(last, broken))
         first: dict[str, int] = {}
         for low, tests in _searched_from(chain, steady).items():
-            first |= first_failing(tests, low, last, failing_at)
+            # The search reads runs alone and takes the test as passing before `low`: one
+            # that fails alone there too (it passes only after another test has run) cannot
+            # be traced by such runs, and would be pinned on the first commit searched.
+            before_low = failing_on(low, f"verification.bisect{low}.before", tests)
+            traceable = [t for t in tests if t not in before_low]
+            first |= first_failing(traceable, low, last, failing_at)
     finally:
         ctx.git.restore(cp.head_sha)
     traced: dict[str, str] = {}

@@ -259,6 +259,38 @@ def test_a_break_of_a_test_that_fails_alone_is_not_waved_through_as_flaky(
     assert not result.ready, result.flaky_tests
 
 
+# --- 3c. a test folder named like a test module: an honest story failed for tests it never ran
+
+# tests/test_core.py and the folder tests/test_core/ both hold tests; pytest names the first's
+# tests `tests.test_core::...` (`tests.test_core.TestX::...` in a class) and the folder's
+# `tests.test_core.test_more::...`. US-001 changes core.py, which only test_core.py imports:
+# its check runs that file alone. Held against "its files" by module prefix
+# (partial_runs.in_scope), it is also held against test_more, which it never ran: "was
+# deleted or deselected", and the honest story fails.
+TWIN = {
+    "core.py": "def name():\n    return 'core'\n",
+    "tests/test_core.py": "import core\n\n\ndef test_core():\n    assert core.name()\n",
+    "tests/test_core/test_more.py": "def test_more():\n    assert True\n",
+}
+
+
+def test_an_honest_story_is_not_held_against_a_folder_named_like_its_test_module(
+    make_project: MakeProject,
+) -> None:
+    project = make_project(AFFECTED, TWIN)
+    first = implement(1)
+    first["write"]["core.py"] = "def name():\n    return 'core!'\n"
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [first], "US-002": [implement(2)]}}
+    )
+    result = project.run(scenario)
+
+    attempts = result.stories[0].attempts
+    assert "tests/test_core.py" in (selected([g.to_json() for g in attempts[0].gates]) or [])
+    assert states(result)["US-001"] is StoryState.PASSED, [a.reason for a in attempts]
+    assert result.ready, result.draft_reason
+
+
 # --- 4. a module ast cannot build: the selection must not crash the run ---------------------
 
 # A tracked module whose expression nests deeper than the parser's recursion limit (a

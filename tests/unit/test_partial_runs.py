@@ -10,7 +10,7 @@ from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, Story
 from worker.run.end_bisect import first_failing
 from worker.verdict.flaky import Rerun, Reruns, judge_reruns
 from worker.verdict.judging import reference_gates, unseen_before
-from worker.verdict.partial_runs import overlay, unseen_at_head, within
+from worker.verdict.partial_runs import in_scope, overlay, unseen_at_head, within
 from worker.verdict.readiness import vanished
 
 P, F = TestStatus.PASSED, TestStatus.FAILED
@@ -61,6 +61,16 @@ def test_a_check_on_some_files_is_held_against_those_files_alone() -> None:
     [held] = within(BASELINE, ["a.py"])
     assert held.tests == {"a.py::t1": P, "a.py::t2": F}
     assert not held.passed and held.failures == {"a.py::t2": "boom"}
+
+
+def test_a_file_holds_its_classes_tests_not_those_of_a_folder_named_like_it() -> None:
+    scope = ["tests/test_a.py"]
+    assert in_scope("tests.test_a::t", scope)
+    assert in_scope("tests.test_a.TestB::t", scope)
+    assert in_scope("tests.test_a.TestB.TestC::t", scope)
+    assert not in_scope("tests.test_a.test_c::t", scope)  # tests/test_a/test_c.py
+    assert not in_scope("tests.test_a.sub.test_d::t", scope)
+    assert not in_scope("tests.test_ab::t", scope)
 
 
 def test_a_partial_check_updates_the_tests_it_ran_and_keeps_the_rest() -> None:

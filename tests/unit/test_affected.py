@@ -280,6 +280,14 @@ def test_a_file_that_does_not_parse_imports_nothing(tmp_path: Path) -> None:
     assert story(root, {"src/pkg/other.py": "X = 5\n"}) == ["tests/test_other.py"]
 
 
+def test_a_file_nested_past_the_recursion_limit_means_the_whole_suite(tmp_path: Path) -> None:
+    # ast.parse raises RecursionError, no SyntaxError, on an expression this deep: its imports
+    # cannot be read, and the selection must neither crash the run nor leave them out.
+    deep = "import pkg.other\nX = " + " + ".join(["1"] * 5000) + "\n"
+    root = make_repo(tmp_path, {**SRC_LAYOUT, "src/pkg/table.py": deep})
+    assert story(root, {"src/pkg/util.py": "def helper(): return 2\n"}) is None
+
+
 def test_constant_dynamic_imports_and_patch_targets_count(tmp_path: Path) -> None:
     files = {
         **SRC_LAYOUT,

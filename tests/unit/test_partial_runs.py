@@ -10,7 +10,8 @@ from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, Story
 from worker.run.end_bisect import first_failing
 from worker.verdict.flaky import Rerun, Reruns, judge_reruns
 from worker.verdict.judging import reference_gates, unseen_before
-from worker.verdict.partial_runs import overlay, unseen_at_head, within
+from worker.verdict.partial_runs import in_scope, overlay, unseen_at_head, within
+from worker.verdict.readiness import vanished
 
 P, F = TestStatus.PASSED, TestStatus.FAILED
 
@@ -60,6 +61,16 @@ def test_a_check_on_some_files_is_held_against_those_files_alone() -> None:
     [held] = within(BASELINE, ["a.py"])
     assert held.tests == {"a.py::t1": P, "a.py::t2": F}
     assert not held.passed and held.failures == {"a.py::t2": "boom"}
+
+
+def test_a_file_holds_its_classes_tests_not_those_of_a_folder_named_like_it() -> None:
+    scope = ["tests/test_a.py"]
+    assert in_scope("tests.test_a::t", scope)
+    assert in_scope("tests.test_a.TestB::t", scope)
+    assert in_scope("tests.test_a.TestB.TestC::t", scope)
+    assert not in_scope("tests.test_a.test_c::t", scope)  # tests/test_a/test_c.py
+    assert not in_scope("tests.test_a.sub.test_d::t", scope)
+    assert not in_scope("tests.test_ab::t", scope)
 
 
 def test_a_partial_check_updates_the_tests_it_ran_and_keeps_the_rest() -> None:
@@ -129,3 +140,20 @@ def test_the_bisection_finds_each_tests_first_failing_commit_in_few_runs() -> No
     assert len(asked) <= 6
     assert first_failing([], 0, 7, failing_at) == {}
     assert first_failing(["x"], 3, 3, failing_at) == {"x": 3}
+
+
+def test_tests_that_passed_before_and_are_gone_or_skipped_at_the_head_are_named() -> None:
+    s = TestStatus.SKIPPED
+    stories = [
+        story("US-001", (1, [gate({"c.py::t4": P}, selected=["c.py"])])),
+        story("US-002", (2, [gate({"d.py::t5": P}, selected=["d.py"])])),
+    ]
+    head = [gate({"a.py::t1": P, "a.py::t2": F, "c.py::t4": s, "d.py::t5": P})]
+    # b.py::t3 passed at the baseline and is gone; c.py::t4 passed in US-001's check and is
+    # skipped; a.py::t2 failed before and is no business of this rule.
+    assert vanished(stories, BASELINE, head) == ["b.py::t3", "c.py::t4"]
+    # Every story judged on the whole suite: each check already held it.
+    whole = [story("US-001", (1, [gate({"a.py::t1": P, "c.py::t4": P})]))]
+    assert vanished(whole, BASELINE, head) == []
+    # No per-test results at the head: judged as such, not as every test gone.
+    assert vanished(stories, BASELINE, [head[0].model_copy(update={"tests": None})]) == []

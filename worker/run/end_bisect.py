@@ -25,7 +25,9 @@ def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]
     in a story's check) and fails again alone, with the story whose commit it first fails
     on; that story now needs review, saying so. Nothing when no kept check ran part of the
     suite (every story was then judged on the whole). A test that passes alone failed only
-    beside the others: it is named by the final checks, traced to no story."""
+    beside the others, and one that fails alone before the commits searched (on the commit
+    the stories started from, or after the last story whose check saw it pass) cannot be
+    traced by runs alone: the final checks name them, no story is blamed."""
     cp = ctx.cp
     chain = _kept_chain(cp.stories)
     if not any(is_partial(a.gates) for _, a in chain):
@@ -42,16 +44,29 @@ def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]
     )
     if not broken:
         return {}
-    commits = [attempt.commit or "" for _, attempt in chain]
+    # The commit the stories started from, then each story's: index i of the chain is i + 1.
+    commits = [cp.baseline_sha or cp.start_sha or cp.base_sha]
+    commits += [attempt.commit or "" for _, attempt in chain]
 
-    def failing_at(index: int, tests: Sequence[str]) -> set[str]:
-        ctx.git.restore(commits[index])
-        found = run_selected(ctx, f"verification.bisect{index + 1}", tests, narrow=True)
+    def failing_on(n: int, label: str, tests: Sequence[str]) -> set[str]:
+        ctx.git.restore(commits[n])
+        found = run_selected(ctx, label, tests, narrow=True)
         return {t for t, status in found.items() if status == TestStatus.FAILED}
 
+    def failing_at(index: int, tests: Sequence[str]) -> set[str]:
+        return failing_on(index + 1, f"verification.bisect{index + 1}", tests)
+
+    last = len(chain) - 1
     try:
-        steady = sorted(failing_at(len(chain) - 1, broken))
-        first = first_failing(steady, 0, len(chain) - 1, failing_at)
+        steady = sorted(failing_at(last, broken))
+        first: dict[str, int] = {}
+        for low, tests in _searched_from(chain, steady).items():
+            # The search reads runs alone and takes the test as passing before `low`: one
+            # that fails alone there too (it passes only after another test has run) cannot
+            # be traced by such runs, and would be pinned on the first commit searched.
+            before_low = failing_on(low, f"verification.bisect{low}.before", tests)
+            traceable = [t for t in tests if t not in before_low]
+            first |= first_failing(traceable, low, last, failing_at)
     finally:
         ctx.git.restore(cp.head_sha)
     traced: dict[str, str] = {}
@@ -86,6 +101,27 @@ def first_failing(
     return first_failing(earlier, low, middle, failing_at) | first_failing(
         later, middle + 1, high, failing_at
     )
+
+
+def _searched_from(
+    chain: Sequence[tuple[StoryRecord, AttemptRecord]], tests: Sequence[str]
+) -> dict[int, list[str]]:
+    """The tests by the first commit of the chain to search: the one after the last story
+    whose own check saw the test pass (the baseline's result stands before the first). A test
+    the run knew passing only from a later story's check may have failed before it (a test
+    failing on the base): searching from the first commit would blame the first story for
+    it. Past the head's own check there is nothing to search: no story is blamed."""
+    groups: dict[int, list[str]] = {}
+    for test in tests:
+        seen = [
+            i
+            for i, (_, a) in enumerate(chain)
+            if (tests_by_id(a.gates) or {}).get(test) is TestStatus.PASSED
+        ]
+        low = seen[-1] + 1 if seen else 0
+        if low < len(chain):
+            groups.setdefault(low, []).append(test)
+    return groups
 
 
 def _kept_chain(stories: Sequence[StoryRecord]) -> list[tuple[StoryRecord, AttemptRecord]]:

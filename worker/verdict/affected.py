@@ -58,14 +58,16 @@ def affected_test_files(
     plugin, startup hook or setup.py; a changed `.py` file git does not track, or one that
     is no test module and that no test module imports (a script, a CLI); doctests from a
     glob in a pytest config's `addopts`; more than MAX_PY_FILES `.py` files; or a file that cannot
-    be read safely. `worktree` is checked out at the story's commit, its tracked files as
-    git's index has them; `changed` are the story's paths (relative, POSIX), deleted ones
-    included. A module named at run time is not followed: the run's final whole-suite
-    check is what catches that.
+    be read safely, or parsed within the interpreter's recursion limit. `worktree` is checked
+    out at the story's commit, its tracked files as git's index has them; `changed` are the
+    story's paths (relative, POSIX), deleted ones included. A module named at run time is not
+    followed: the run's final whole-suite check is what catches that.
     """
     try:
         return _select(worktree, changed, test_side)
-    except (_CannotTell, UnreadableSettings, GitError, OSError):
+    # RecursionError: a module nested deeper than ast can build (a generated table), which
+    # no SyntaxError reports; its imports cannot be read, so nothing can be left out.
+    except (_CannotTell, UnreadableSettings, GitError, OSError, RecursionError):
         return None
 
 

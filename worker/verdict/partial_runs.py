@@ -13,13 +13,22 @@ def in_scope(test_id: str, scope: Collection[str]) -> bool:
     its files? Results name a test by its JUnit id (`tests.test_a.TestB::test_c`) or its
     path (`tests/test_a.py::test_c`); a file is named by its path from the repository's top.
     A test whose module pytest names from a folder below the top (its rootdir) matches no
-    file here: it is not held against the check, and the whole suite at the end judges it."""
+    file here: it is not held against the check, and the whole suite at the end judges it.
+
+    Below a file's dotted name comes a class (`tests.test_a.TestB`), but a folder named like
+    the module holds tests too (`tests/test_a/test_c.py` is `tests.test_a.test_c`), which a
+    check on tests/test_a.py never ran: only a capitalised part (a class, as pytest's
+    `Test*` and every convention name them) is taken for the file's own. A class named
+    otherwise is left to the whole suite at the end, like a module below the rootdir."""
     if test_id in scope:
         return True
     module = test_id.split("::", 1)[0]
     for name in scope:
         dotted = name.removesuffix(".py").replace("/", ".")
-        if module in (name, dotted) or module.startswith(dotted + "."):
+        if module in (name, dotted):
+            return True
+        below = module.removeprefix(dotted + ".")
+        if below != module and below[:1].isupper():
             return True
     return False
 

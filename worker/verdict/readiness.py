@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.model.gates import GateResult, TestStatus
+from worker.model.gates import GateResult, TestStatus, is_partial
 from worker.model.state import StopReason, StoryRecord, StoryState
 from worker.verdict.base_debt import base_debt, failing_gate
 from worker.verdict.flaky import flaky_in, red_only_by
-from worker.verdict.judging import tests_by_id, untrusted
+from worker.verdict.judging import KEPT, reference_gates, tests_by_id, untrusted
+
+VANISHED_SHOWN = 5  # in a draft's reason
 
 
 def baseline_changes(
@@ -76,7 +78,44 @@ def readiness(
     ]
     if failing:
         return False, f"the final checks fail on the branch: {', '.join(failing)}"
+    gone = vanished(stories, baseline, final)
+    if gone:
+        more = len(gone) - VANISHED_SHOWN
+        shown = ", ".join(gone[:VANISHED_SHOWN]) + (f" and {more} more" if more > 0 else "")
+        return False, (
+            f"the whole suite at the branch's head no longer runs, or skips, tests that passed "
+            f"before: {shown}"
+        )
     return True, None
+
+
+def vanished(
+    stories: Sequence[StoryRecord], baseline: Sequence[GateResult], final: Sequence[GateResult]
+) -> list[str]:
+    """After stories judged on part of the suite (`checks: affected`): the tests that passed
+    before (at the baseline or in a story's check) that the final checks skipped or did not
+    report at all. A story's check on the whole suite holds that against the story ("was
+    deleted or deselected", "is skipped"); a partial one never saw those tests, and code
+    that no import of theirs reaches can still empty their parametrize data, mark their
+    class `__test__ = False` or raise unittest.SkipTest in the whole run only. Nothing
+    failed, so the final gate is green and nothing is bisected: without this the run would
+    be ready with the tests gone. A story's own test that passes only in its narrowed check
+    and is skipped in the whole run is among them."""
+    if not any(is_partial(a.gates) for s in stories for a in s.attempts if a.outcome in KEPT):
+        return []
+    at_head = tests_by_id(final)
+    if at_head is None:  # no per-test results: the final checks are judged as such
+        return []
+    known = tests_by_id(reference_gates(stories, baseline)) or {}
+    before = tests_by_id(baseline) or {}
+    flaky = flaky_in(stories)
+    return sorted(
+        t
+        for t in {*known, *before}
+        if TestStatus.PASSED in (known.get(t), before.get(t))
+        and at_head.get(t) in (None, TestStatus.SKIPPED)
+        and t not in flaky
+    )
 
 
 def final_failures(

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.integration.test_affected_checks import AFFECTED, REGISTRY, selected, story_checks
 from tests.integration.test_pipeline import MakeProject, implement, prd
 from tests.integration.test_pipeline import make_project as make_project
@@ -235,14 +233,9 @@ def test_an_earlier_story_is_not_blamed_for_a_test_that_fails_alone_on_every_com
 
 
 # The same break with `checks: whole` (the default): US-002's check fails test_order in the
-# whole suite; its re-runs alone fail on both sides, and the parent's "passed" from its whole
-# run beside two failures alone reads as a flip: flaky, kept out of the verdict and of the
-# run's readiness. The break is ready for review.
-@pytest.mark.xfail(
-    strict=True,
-    reason="hole (checks: whole too): a test that fails alone on both sides is called flaky "
-    "from the parent's whole-run pass (flaky.judge_reruns), so its break is ready",
-)
+# whole suite; its re-runs alone fail on both sides. The parent's "passed" came from its
+# whole run, beside which two failures alone once read as a flip (flaky, and the break ready
+# for review); re-runs alone are now held only against each other (flaky.judge_reruns).
 def test_a_break_of_a_test_that_fails_alone_is_not_waved_through_as_flaky(
     make_project: MakeProject,
 ) -> None:
@@ -254,9 +247,13 @@ def test_a_break_of_a_test_that_fails_alone_is_not_waved_through_as_flaky(
     )
     result = project.run(scenario)
 
-    final = {t: str(s) for g in result.final_gates for t, s in (g.tests or {}).items()}
-    assert final["tests.test_order::test_order"] == "failed"
-    assert not result.ready, result.flaky_tests
+    assert result.flaky_tests == {}
+    broken = result.stories[1]
+    assert broken.state is not StoryState.PASSED
+    [order] = [c for c in broken.attempts[-1].tests if c.id.endswith("test_order")]
+    assert not order.flaky and "passed before the story" in order.problem
+    assert "without it: passed, failed, failed" in (order.reruns or "")
+    assert not result.ready
 
 
 # --- 3c. a test folder named like a test module: an honest story failed for tests it never ran

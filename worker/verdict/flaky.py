@@ -75,23 +75,27 @@ def judge_reruns(
     """The rule, for tests that passed before the story and failed with it (the first run on
     each side: passed on the parent, failed on the story's commit), given their re-runs alone.
 
-    A test whose result flips on the parent, where the story's change is not, is flaky: kept
-    out of the verdict. The parent is where flakiness must show: the story's own code runs on
-    its side and could make a test it broke fail only every other time. A test steady on the
-    parent that flips with the story counts against it (the story made it unstable), and so
-    does one that fails every time with the story; a re-run that gave no result proves
-    nothing, so it counts too.
+    A test whose re-runs on the parent, where the story's change is not, both pass and fail
+    is flaky: kept out of the verdict. The parent is where flakiness must show: the story's
+    own code runs on its side and could make a test it broke fail only every other time. Its
+    re-runs alone are held against each other, never against the whole run it passed in: one
+    that passed there and fails alone every time depends on which tests run before it, which
+    is no chance at all, and the story's whole run failed it. A test steady on the parent
+    that flips with the story counts against it (the story made it unstable), and so does one
+    that fails every time with the story; a re-run that gave no result proves nothing, so it
+    counts too.
 
     `unseen`: tests no check ran on the parent (their "passed" is older): only their re-runs
     there speak for it, and one that fails there every time was broken before this story."""
     found = {}
     for test_id in test_ids:
         story = (str(TestStatus.FAILED), *reruns.story.get(test_id, ()))
+        alone = tuple(reruns.parent.get(test_id, ()))
         seen = () if test_id in unseen else (str(TestStatus.PASSED),)
-        parent = (*seen, *reruns.parent.get(test_id, ()))
-        if parent and set(parent) == {str(TestStatus.FAILED)}:
+        parent = (*seen, *alone)
+        if not seen and alone and set(alone) == {str(TestStatus.FAILED)}:
             rerun = Rerun.BEFORE
-        elif flips(parent):
+        elif flips(alone):
             rerun = Rerun.FLAKY
         elif flips(story):
             rerun = Rerun.UNSTABLE

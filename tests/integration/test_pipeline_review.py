@@ -273,6 +273,33 @@ def test_review_off_runs_no_reviewer(make_project: MakeProject) -> None:
     assert "| not reviewed |" in pr_body(project)
 
 
+def test_the_repository_s_own_review_prompt_is_the_one_the_blind_reviewer_reads(
+    make_project: MakeProject,
+) -> None:
+    own = (
+        "Review role: describe\nReview attempt: {{ attempt }} of {{ max_attempts }}\n"
+        "HOUSE REVIEW PROMPT\nWrite to {{ output_path }}\n{{ diff }}\n"
+    )
+    project = make_project(
+        config={"testCommand": PLAIN_PYTEST},
+        files={
+            "docs/requirements/REQ-001-demo.md": REQUIREMENT,
+            ".reqdrive/prompts/describe.md.j2": own,
+        },
+    )
+    result = run(project, {"stories": {"US-001": [FIXED]}, "describe": DESCRIBE})
+
+    [story] = result.stories
+    assert story.state is StoryState.PASSED
+    shown = (project.run_dir() / "review-US-001.iteration-1.describe-1.prompt.md").read_text()
+    assert shown.startswith("Review role: describe\nReview attempt: 1 of 2\nHOUSE REVIEW PROMPT")
+    assert "+ '!'" in shown
+    # The story's own prompts are the built-in ones: the override is the review's alone.
+    assert "HOUSE REVIEW PROMPT" not in (project.run_dir() / "iteration-1.prompt.md").read_text()
+    compared = (project.run_dir() / "review-US-001.iteration-1.compare-1.prompt.md").read_text()
+    assert "HOUSE REVIEW PROMPT" not in compared
+
+
 def test_a_change_quoting_the_requirement_is_never_shown_to_the_blind_reviewer(
     make_project: MakeProject,
 ) -> None:

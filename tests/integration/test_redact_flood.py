@@ -14,13 +14,19 @@ KEY_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"
 
 
 class CountingRedactor(Redactor):
-    """A real Redactor that counts the characters it is given to redact."""
+    """A real Redactor that counts the characters it is given to redact or to look through
+    for the next thing to hide."""
 
     scanned = 0
 
     def redact(self, text: str) -> str:
         self.scanned += len(text)
         return super().redact(text)
+
+    def next_hidden(self, text: str, start: int = 0) -> int:
+        found = super().next_hidden(text, start)
+        self.scanned += (len(text) if found == -1 else found) - start
+        return found
 
 
 def flood(tmp_path: Path, megabytes: int, redactor: Redactor) -> str:
@@ -90,4 +96,6 @@ def test_redacting_a_file_of_many_short_lines_returns_its_redacted_end(tmp_path:
     counting = CountingRedactor([TOKEN])
     tail = redact_file(report, counting)
     assert tail is not None and tail.endswith(f"last {REDACTED}\n") and len(tail) == 64 * 1024
-    assert counting.scanned == size  # every character once
+    # Read twice, to find that it holds a token and to hide it; each time every character
+    # once, and the token's line again up to the token.
+    assert counting.scanned == 2 * (size + len("last "))

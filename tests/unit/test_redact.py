@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from worker.confine.redact import REDACTED, LineRedactor, Redactor, redact_file
 from worker.report.run_folder import RunFolder
@@ -127,6 +129,61 @@ def test_line_redactor_hides_a_pem_block_spanning_lines() -> None:
     assert "MIIE" not in out
 
 
+# Lines of a test run's output with the shapes and the edges redact() cares about: tokens at a
+# line's start and end, a label on one line and its value on the next, key blocks opened and
+# closed on other lines, a configured value standing alone or inside a word.
+LINE_PIECES = st.sampled_from(
+    [
+        "ok",
+        " ",
+        "x",
+        "7",
+        "\n",
+        GHS,
+        "ghs_short",
+        ANTHROPIC,
+        AWS_ID,
+        "aws_secret_access_key =",
+        AWS_SECRET,
+        "Bearer",
+        "https://u:",
+        "pw@host",
+        PEM,
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----END RSA PRIVATE KEY-----",
+        "-----BEGIN ",
+        "conf-secret-9",
+        "ab",
+        "é",
+    ]
+)
+
+
+@given(st.lists(st.lists(LINE_PIECES, max_size=6).map("".join), max_size=12))
+def test_lines_redacted_at_once_come_out_as_one_by_one(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    one_by_one = LineRedactor(Redactor(["conf-secret-9", "ab"]))
+    at_once = LineRedactor(Redactor(["conf-secret-9", "ab"]))
+    expected = "".join(one_by_one.redact_line(line) for line in text.splitlines(True))
+    assert at_once.redact_lines(text) == expected
+    # And the key block left open stays open for the lines that follow.
+    assert at_once.redact_lines(f"next {GHS}\n") == one_by_one.redact_line(f"next {GHS}\n")
+
+
+def test_lines_without_secrets_are_not_given_to_the_redactor_one_by_one() -> None:
+    calls: list[str] = []
+
+    class Watching(Redactor):
+        def redact(self, text: str) -> str:
+            calls.append(text)
+            return super().redact(text)
+
+    lines = LineRedactor(Watching())
+    text = "plain line\n" * 1000 + f"token {GHS}\n" + "plain line\n" * 1000
+    assert lines.redact_lines(text) == text.replace(GHS, REDACTED)
+    assert calls == [f"token {GHS}\n"]
+
+
 def test_a_file_over_twenty_mib_keeps_no_secret(tmp_path: Path) -> None:
     secret = "run-folder-secret-0f9a2c"
     folder = RunFolder(tmp_path / "run", Redactor([secret]))
@@ -151,3 +208,14 @@ def test_redact_file_never_follows_a_link(tmp_path: Path) -> None:
     link.symlink_to(target)
     assert redact_file(link, Redactor(["secret-value-1234"])) is None
     assert target.read_text() == "secret-value-1234 stays as it is\n"
+
+
+def test_a_file_with_nothing_to_hide_is_left_as_it_is(tmp_path: Path) -> None:
+    log = tmp_path / "gate.log"
+    log.write_text("collected 3 items\n" * 100_000 + "3 passed")
+    before = log.stat()
+    tail = redact_file(log, Redactor(["configured-secret"]))
+    assert tail is not None and tail.endswith("3 passed") and len(tail) == 64 * 1024
+    after = log.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gate.log"]

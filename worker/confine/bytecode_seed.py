@@ -113,10 +113,12 @@ class BytecodeSeed:
         outside = [Path(os.path.abspath(p)) for p in keep_out]
         added = 0
         for source in compiled_sources(prefix):
-            if any(source.is_relative_to(p) for p in outside) or not self._in_roots(source):
+            if any(source.is_relative_to(p) for p in outside):
                 continue
             target = self.folder / source.parent.relative_to("/") / f"{source.stem}{SUFFIX}"
-            if _stamped_for(target, source):
+            # Seeded already, as most are after a run's first check: nothing to add, and no
+            # need to walk the source's path.
+            if _stamped_for(target, source) or not self._in_roots(source):
                 continue
             with contextlib.suppress(OSError, py_compile.PyCompileError, ValueError):
                 self._make_folders(target.parent)
@@ -175,7 +177,8 @@ def _stamped_for(target: Path, source: Path) -> bool:
     """The seeded file exists and is stamped with the source's modification time and size as
     they are now: a library upgraded since it was seeded is compiled into the seed again."""
     try:
-        header = target.read_bytes()[:16]
+        with open(target, "rb") as seeded:
+            header = seeded.read(16)
         stat = source.stat()
     except OSError:
         return False

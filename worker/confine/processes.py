@@ -178,7 +178,12 @@ def _kill_all(pgid: int, mark: str) -> None:
 
 def _leftovers(pgid: int, mark: str) -> bool:
     """Whether any live process is in the child's group or carries its marker."""
-    return any(_pgid_of(p.pid) == pgid or _mark_of(p) == mark for p in _live_processes())
+    # Whether a process is alive is asked only of one that is ours: reading every process's
+    # state cost as much as the rest of the scan, twice or more per process run.
+    return any(
+        (_pgid_of(p.pid) == pgid or _mark_of(p) == mark) and _alive(p)
+        for p in psutil.process_iter()
+    )
 
 
 def marked_pids(mark: str) -> list[int]:
@@ -211,12 +216,15 @@ def _signal_pid(pid: int, mark: str, sig: signal.Signals) -> None:
 
 
 def _live_processes() -> list[psutil.Process]:
-    live = []
-    for process in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if process.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-                live.append(process)
-    return live
+    return [process for process in psutil.process_iter() if _alive(process)]
+
+
+def _alive(process: psutil.Process) -> bool:
+    """Neither a zombie nor dead, nor gone already."""
+    try:
+        return process.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False
 
 
 def _pgid_of(pid: int) -> int:

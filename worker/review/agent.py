@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from worker.agents.base import AgentRunner, AgentSettings
 from worker.agents.registry import RUNNERS, make_runner
 from worker.confine.redact import Redactor
 from worker.model.repo_config import RepoConfig
 from worker.model.review import ReviewMode
-from worker.plan.prompting import PromptRenderer, load_overrides
+from worker.plan.prompting import PromptRenderer
 from worker.review.triangular import DEFAULT_TIMEOUT_S, PROMPTS_DIR, REVIEW_TEMPLATES, ReviewAgent
 
 
@@ -21,13 +20,13 @@ def review_agent(
     *,
     redactor: Redactor,
     source_env: Mapping[str, str],
-    worktree: Path,
-    base_sha: str,
+    overrides: Mapping[str, str],
 ) -> ReviewAgent | None:
     """The review's agent from `review` and `reviewAgent` (None for `review: off`): the runner
     `reviewAgent.runner` names, else the story's own; `reviewAgent.model`, else the runner's
     cheaper model (claude: haiku), else the runner's default; prompts overridable in the
-    `prompts` folder like the others (describe.md.j2, compare.md.j2)."""
+    `prompts` folder like the others (describe.md.j2, compare.md.j2): `overrides`, the
+    repository's own read from the base commit (plan/prompting.load_overrides)."""
     if config.review is ReviewMode.OFF:
         return None
     chosen = config.review_agent
@@ -37,10 +36,10 @@ def review_agent(
         runner = make_runner(settings, redactor=redactor, source_env=source_env)
     runner_class = RUNNERS.get(runner.name)
     cheaper = getattr(runner_class, "review_model", None)
-    overrides = load_overrides(worktree, base_sha, config.prompts, names=REVIEW_TEMPLATES)
+    own = {name: text for name, text in overrides.items() if name in REVIEW_TEMPLATES}
     return ReviewAgent(
         runner=runner,
-        renderer=PromptRenderer(overrides, folder=config.prompts, builtin=PROMPTS_DIR),
+        renderer=PromptRenderer(own, folder=config.prompts, builtin=PROMPTS_DIR),
         model=chosen.model or cheaper,
         timeout_s=chosen.timeout or story_agent.timeout_s or DEFAULT_TIMEOUT_S,
     )

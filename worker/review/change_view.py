@@ -5,8 +5,10 @@ Fresh: no git history, no ignored files, never the requirement's file."""
 from __future__ import annotations
 
 import tarfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from worker.confine.safe_paths import empty_folder
@@ -49,16 +51,44 @@ def lay_out(worktree: Path, commit: str, target: Path, hidden: Sequence[str]) ->
     (notes, a copy of the prompt) is not there, nor is the history whose messages name the
     stories."""
     empty_folder(target)
+    with _archive(worktree, commit, target, hidden) as (tar, members):
+        # Each member passes tarfile's data filter (_plain_data) or is left out.
+        tar.extractall(target, members=members, filter=_plain_data)  # noqa: S202
+
+
+def held_at(
+    worktree: Path, commit: str, target: Path, hidden: Sequence[str], sentences: Sequence[str]
+) -> set[str]:
+    """The sentences some file of `commit` already holds, of the files lay_out would lay
+    into `target`: read from git's archive of it, never written out (only the worker reads
+    them)."""
+    with _archive(worktree, commit, target, hidden) as (tar, members):
+        kept = [m for m in (_plain_data(m, str(target)) for m in members) if m is not None]
+        # In the order _texts reads a folder: by path.
+        files = sorted((m for m in kept if m.isreg()), key=lambda m: PurePosixPath(m.name).parts)
+        return _held(
+            _scanned((m.name, m.size, partial(_read_member, tar, m)) for m in files), sentences
+        )
+
+
+@contextmanager
+def _archive(
+    worktree: Path, commit: str, target: Path, hidden: Sequence[str]
+) -> Iterator[tuple[tarfile.TarFile, list[tarfile.TarInfo]]]:
+    """git's archive of `commit`, beside `target`, and its members but the `hidden` paths."""
     archive = target.with_name(target.name + ".tar")
     run_git(["archive", "--format=tar", "-o", str(archive), commit], cwd=worktree)
     skip = {str(PurePosixPath(p)) for p in hidden}
     try:
         with tarfile.open(archive) as tar:
-            members = [m for m in tar.getmembers() if str(PurePosixPath(m.name)) not in skip]
-            # Each member passes tarfile's data filter (_plain_data) or is left out.
-            tar.extractall(target, members=members, filter=_plain_data)  # noqa: S202
+            yield tar, [m for m in tar.getmembers() if str(PurePosixPath(m.name)) not in skip]
     finally:
         archive.unlink(missing_ok=True)
+
+
+def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    handle = tar.extractfile(member)
+    return b"" if handle is None else handle.read()
 
 
 def _plain_data(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
@@ -81,10 +111,10 @@ def leak_in_files(folder: Path, secret_sentences: Sequence[str]) -> tuple[str, s
     return None
 
 
-def held_in_files(folder: Path, secret_sentences: Sequence[str]) -> set[str]:
-    """The sentences some file under `folder` already holds."""
+def _held(texts: Iterable[tuple[str, str]], secret_sentences: Sequence[str]) -> set[str]:
+    """The sentences one of these texts holds."""
     left, held = list(secret_sentences), set()
-    for _, text in _texts(folder):
+    for _, text in texts:
         while left and (found := first_leak(text, left)) is not None:
             held.add(found)
             left.remove(found)
@@ -95,12 +125,20 @@ def held_in_files(folder: Path, secret_sentences: Sequence[str]) -> set[str]:
 
 def _texts(folder: Path) -> Iterator[tuple[str, str]]:
     """Each plain file under `folder` as text, within the scan's size budgets."""
-    budget = SCAN_TOTAL_BYTES
+    files = []
     for path in sorted(folder.rglob("*")):
         if path.is_symlink() or not path.is_file():
             continue
-        size = path.stat().st_size
+        files.append((str(path.relative_to(folder)), path.stat().st_size, path.read_bytes))
+    return _scanned(files)
+
+
+def _scanned(files: Iterable[tuple[str, int, Callable[[], bytes]]]) -> Iterator[tuple[str, str]]:
+    """(name, text) of each (name, size, how to read it), in the order given, within the
+    scan's size budgets."""
+    budget = SCAN_TOTAL_BYTES
+    for name, size, read in files:
         if size > SCAN_FILE_BYTES or size > budget:
             continue
         budget -= size
-        yield str(path.relative_to(folder)), path.read_bytes().decode("utf-8", errors="replace")
+        yield name, read().decode("utf-8", errors="replace")

@@ -26,7 +26,7 @@ from worker.model.review import (
 from worker.plan.prompting import PromptRenderer
 from worker.report.run_folder import RunFolder
 from worker.review.blindness import first_leak, sentences
-from worker.review.change_view import change_of, held_in_files, lay_out, leak_in_files
+from worker.review.change_view import change_of, held_at, lay_out, leak_in_files
 from worker.review.reports import (
     DESCRIPTION_FILE,
     DISCREPANCIES_FILE,
@@ -146,11 +146,7 @@ def _review(desk: ReviewDesk, subject: ReviewSubject, tally: _Tally) -> ReviewRe
     secret = sentences([subject.requirement, *subject.hidden_texts, *subject.criteria])
     # A sentence the repository held before the change is its own wording, which the
     # requirement quotes (a test's name, a docstring): showing it tells B nothing new.
-    lay_out(desk.worktree, subject.base, desk.view, subject.hidden_paths)
-    try:
-        known = held_in_files(desk.view, secret)
-    finally:
-        empty_folder(desk.view)
+    known = held_at(desk.worktree, subject.base, desk.view, subject.hidden_paths, secret)
     secret = [s for s in secret if s not in known]
     lay_out(desk.worktree, subject.head, desk.view, subject.hidden_paths)
     try:

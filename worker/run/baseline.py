@@ -20,7 +20,7 @@ def measure_baseline(ctx: RunContext) -> None:
     set_up(ctx)  # every time: a resumed run's worktree is a fresh checkout
     if cp.baseline is None:
         cp.baseline_sha = ctx.git.head()
-        baseline = _baseline(ctx)
+        baseline = _baseline(ctx, cp.baseline_sha)
         # Gates stopped part-way measured nothing: a resumed run measures them again.
         cp.baseline = None if ctx.cancel.is_set() else baseline
     if ctx.cancel.is_set():
@@ -29,8 +29,9 @@ def measure_baseline(ctx: RunContext) -> None:
         )
 
 
-def _baseline(ctx: RunContext) -> list[GateResult]:
-    """The gates where the stories start: what "no worse than before" means for every story.
+def _baseline(ctx: RunContext, head: str) -> list[GateResult]:
+    """The gates on `head`, where the stories start: what "no worse than before" means for
+    every story.
 
     That is the base commit, or the branch's head when an earlier run of this requirement
     (before its text was edited) left commits there: the stories build on that head, so
@@ -42,7 +43,7 @@ def _baseline(ctx: RunContext) -> list[GateResult]:
     saved: a branch head holds the agent's commits, whose code ran in the gates."""
     if not ctx.gates:
         return []
-    cp, head = ctx.cp, ctx.git.head()
+    cp = ctx.cp
     on_base = head == cp.base_sha
     cache, key = BaselineCache(ctx.spec.work_dir / "baseline-cache"), baseline_key(ctx, head)
     cached = cache.load(key) if on_base else None

@@ -18,11 +18,11 @@ from worker.git.changes import RunWorktree
 from worker.model.gates import GateSpec
 from worker.model.repo_config import RepoConfig
 from worker.model.state import Checkpoint
-from worker.plan.prompting import PromptRenderer, load_overrides
+from worker.plan.prompting import TEMPLATE_NAMES, PromptRenderer, load_overrides
 from worker.report.protocol import Reporter
 from worker.report.run_folder import RunFolder
 from worker.review.agent import review_agent
-from worker.review.triangular import ReviewAgent
+from worker.review.triangular import REVIEW_TEMPLATES, ReviewAgent
 from worker.run.journal import RunJournal
 from worker.run.spec import RunSpec
 from worker.verdict.gates import gate_specs
@@ -122,6 +122,9 @@ def configure(
     commands = [g.command for g in gates] + ([config.setup] if config.setup else [])
     toolchains = _toolchains(spec, commands, gate_env)
     agent_runner = runner or make_runner(settings, redactor=redactor, source_env=spec.source_env)
+    # The story's templates and the review's, from one listing of the prompts folder.
+    names = (*TEMPLATE_NAMES, *REVIEW_TEMPLATES)
+    overrides = load_overrides(git.path, base_sha, config.prompts, names=names)
     context = RunContext(
         spec=spec,
         journal=journal,
@@ -133,7 +136,7 @@ def configure(
         git=git,
         config=config,
         renderer=PromptRenderer(
-            load_overrides(git.path, base_sha, config.prompts), folder=config.prompts
+            {n: t for n, t in overrides.items() if n in TEMPLATE_NAMES}, folder=config.prompts
         ),
         agent=settings,
         runner=agent_runner,
@@ -149,8 +152,7 @@ def configure(
             agent_runner,
             redactor=redactor,
             source_env=spec.source_env,
-            worktree=git.path,
-            base_sha=base_sha,
+            overrides=overrides,
         ),
     )
     places.home.mkdir(parents=True, exist_ok=True)

@@ -146,10 +146,13 @@ def test_a_story_skipping_a_criterion_is_sent_back_with_the_finding_and_then_fix
     # The blind reviewer was shown the story's whole change: its frozen test and its code.
     shown = (project.run_dir() / "review-US-001.iteration-2.describe-1.prompt.md").read_text()
     assert "- `test_s.py`" in shown and "- `shout.py`" in shown
-    # Each story review is B then C; then the whole change once before the PR is ready.
-    assert review_calls(project) == ["describe 1", "compare 1"] * 3
+    # Each story review is B then C. The whole change is this one story's change, reviewed
+    # already against the same criteria: its review is the whole change's, not asked again.
+    assert review_calls(project) == ["describe 1", "compare 1"] * 2
     assert result.ready and result.review is not None
-    assert result.review.outcome is ReviewOutcome.CLEAN
+    assert result.review == second.review
+    progress = (project.run_dir() / "progress.txt").read_text()
+    assert "review of the whole requirement: 2 of 2 criteria met (its story's)" in progress
     body = pr_body(project)
     assert "| 2 of 2 criteria met |" in body
     assert "- tests: 1 fail→pass, 1 pass→pass" in body

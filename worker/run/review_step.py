@@ -78,6 +78,11 @@ def review_whole(ctx: RunContext) -> ReviewRecord | None:
     reviewed = [s for s in cp.stories if s.attempts and s.attempts[-1].review is not None]
     if ctx.review is None or not reviewed or cp.head_sha == start:
         return None
+    if (same := _one_story_change(cp.stories, start, cp.head_sha)) is not None:
+        ctx.folder.append_progress(
+            f"review of the whole requirement: {same.headline()} (its story's)"
+        )
+        return same
     subject = ReviewSubject(
         label=WHOLE_LABEL,
         title="the whole requirement",
@@ -90,6 +95,20 @@ def review_whole(ctx: RunContext) -> ReviewRecord | None:
         hidden_paths=_hidden_paths(ctx),
     )
     return _run(ctx, ctx.review, subject)
+
+
+def _one_story_change(stories: Sequence[StoryRecord], start: str, head: str) -> ReviewRecord | None:
+    """The review of the one story whose change is the whole change (the only commit kept,
+    the head, reviewed from `start`), or None: asked again, the reviewers would be shown the
+    same diff against the same criteria."""
+    kept = [(s, a) for s in stories for a in s.attempts if a.outcome in KEPT and a.commit]
+    if len(kept) != 1:
+        return None
+    story, attempt = kept[0]
+    started = story.frozen.parent if story.frozen is not None else None
+    if attempt.commit != head or attempt.review is None or started != start:
+        return None
+    return attempt.review
 
 
 def _run(ctx: RunContext, agent: ReviewAgent, subject: ReviewSubject) -> ReviewRecord:

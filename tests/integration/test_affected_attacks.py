@@ -8,6 +8,7 @@ ast crashing the run; each fails there and passes since."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tests.integration.test_affected_checks import AFFECTED, REGISTRY, selected, story_checks
@@ -311,3 +312,54 @@ def test_a_module_too_deep_for_ast_gets_the_whole_suite_not_a_crash(
     # Neither selection could read the repository: each story's check ran whole.
     assert [selected(g) for g in story_checks(project).values()] == [None, None]
     assert result.ready, result.draft_reason
+
+
+# --- 6. a test shown flaky, then broken by a later story its check does not reach ----------
+
+# test_clock.py imports clock.py plainly and reaches ledger.py by a computed name; its count
+# lives outside the worktree, so it fails on its 2nd and 5th runs wherever it runs. US-001
+# changes clock.py: its check runs test_clock (2nd run: fails), re-run alone twice on its
+# commit (passes) and twice on its parent (5th run: fails, then passes): flaky, kept out of
+# the verdict. US-002 breaks ledger.py, which test_clock reaches by no import: its check
+# runs test_ledger.py and its own test. The whole suite at the head fails test_clock; a
+# test shown flaky was waved through there (the gate red only by flaky tests: ready).
+CLOCK = """import importlib
+from pathlib import Path
+
+import clock
+
+COUNT = Path({count!r})
+
+
+def test_clock():
+    runs = int(COUNT.read_text()) if COUNT.exists() else 0
+    COUNT.write_text(str(runs + 1))
+    assert runs not in (1, 4)
+    assert importlib.import_module('led' + 'ger').names() == ['a'] and clock.tick()
+"""
+
+
+def test_a_test_shown_flaky_and_then_broken_unseen_is_traced_not_waved_through(
+    make_project: MakeProject, tmp_path: Path
+) -> None:
+    files = {
+        "ledger.py": "def names():\n    return ['a']\n",
+        "tests/test_ledger.py": "import ledger\n\n\ndef test_ledger():\n    assert ledger\n",
+        "clock.py": "def tick():\n    return True\n",
+        "tests/test_clock.py": CLOCK.format(count=str(tmp_path / "clock.count")),
+    }
+    project = make_project(AFFECTED, files)
+    first = implement(1)
+    first["write"]["clock.py"] = "def tick():\n    return 1 == 1\n"
+    second = implement(2)
+    second["write"]["ledger.py"] = "def names():\n    return []\n"
+    scenario = project.scenario(
+        {"plan": [{"prd": prd(2)}], "stories": {"US-001": [first], "US-002": [second]}}
+    )
+    result = project.run(scenario)
+
+    clock_id = "tests.test_clock::test_clock"
+    assert list(result.flaky_tests) == [clock_id]  # shown flaky by US-001's re-runs
+    assert states(result) == {"US-001": StoryState.PASSED, "US-002": StoryState.NEEDS_REVIEW}
+    assert clock_id in result.stories[1].attempts[-1].reason
+    assert not result.ready

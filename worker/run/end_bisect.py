@@ -11,7 +11,7 @@ from worker.model.gates import GateResult, TestStatus, is_partial
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 from worker.run.context import RunContext
 from worker.run.selected import run_selected
-from worker.verdict.flaky import flaky_in
+from worker.verdict.flaky import RERUNS, flaky_in
 from worker.verdict.judging import KEPT, reference_gates, tests_by_id
 
 log = logging.getLogger(__name__)
@@ -27,20 +27,19 @@ def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]
     suite (every story was then judged on the whole). A test that passes alone failed only
     beside the others, and one that fails alone before the commits searched (on the commit
     the stories started from, or after the last story whose check saw it pass) cannot be
-    traced by runs alone: the final checks name them, no story is blamed."""
+    traced by runs alone: the final checks name them, no story is blamed. A test a story's
+    re-runs showed flaky is traced too when it fails alone every time on the head (RERUNS
+    runs): kept out of every verdict, it could otherwise be broken by a later story unseen."""
     cp = ctx.cp
     chain = _kept_chain(cp.stories)
     if not any(is_partial(a.gates) for _, a in chain):
         return {}
     known = tests_by_id(reference_gates(cp.stories, cp.baseline or [])) or {}
     before = tests_by_id(cp.baseline or []) or {}
-    flaky = flaky_in(cp.stories)
     broken = sorted(
         t
         for t, status in (tests_by_id(final) or {}).items()
-        if status is TestStatus.FAILED
-        and TestStatus.PASSED in (known.get(t), before.get(t))
-        and t not in flaky
+        if status is TestStatus.FAILED and TestStatus.PASSED in (known.get(t), before.get(t))
     )
     if not broken:
         return {}
@@ -57,8 +56,15 @@ def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]
         return failing_on(index + 1, f"verification.bisect{index + 1}", tests)
 
     last = len(chain) - 1
+    # A test a story's re-runs showed flaky is kept out of the verdict, so a later story
+    # could break it unseen: it is traced when it fails alone every time on the head.
+    flaky = flaky_in(cp.stories)
     try:
         steady = sorted(failing_at(last, broken))
+        for n in range(2, RERUNS + 1):
+            shown = [t for t in steady if t in flaky]
+            again = failing_on(len(chain), f"verification.flaky{n}", shown) if shown else set()
+            steady = [t for t in steady if t not in flaky or t in again]
         first: dict[str, int] = {}
         for low, tests in _searched_from(chain, steady).items():
             # The search reads runs alone and takes the test as passing before `low`: one

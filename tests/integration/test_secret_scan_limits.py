@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,21 +17,28 @@ from worker.verdict.secret_scan import SecretScanner
 
 TOKEN = "ghs_" + "Q7w9E2r4T6y8U1i3O5p7A9s2D4f6G8h0J2k4"
 FILES = 20_000
+# The module's fixture is made before any test's isolated git config exists.
+GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+IDENTITY = ["-c", "user.name=reqdrive tests", "-c", "user.email=tests@reqdrive.invalid"]
 
 
 def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+    env = {**os.environ, **GIT_ENV}
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
 
 
-@pytest.fixture
-def many_files(tmp_path: Path) -> Path:
-    """A repository whose staged change adds 20,000 files, one of them holding the token."""
-    repo = tmp_path / "repo"
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository whose staged change adds 20,000 files, one of them holding the token.
+    Built once per module (per xdist worker that runs its tests): writing and staging the files
+    is most of these tests' time, and a scan only reads it (its write-tree stores the tree of
+    what is staged already)."""
+    repo = tmp_path_factory.mktemp("many-files") / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     (repo / "README.md").write_text("hello\n")
     git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
+    git(repo, *IDENTITY, "commit", "-qm", "base")
     for n in range(FILES):
         folder = repo / "generated" / f"{n // 1000:02d}"
         folder.mkdir(parents=True, exist_ok=True)

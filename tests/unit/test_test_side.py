@@ -157,10 +157,8 @@ def test_ecosystems_are_detected_and_init_writes_their_test_paths_commented(tmp_
     assert "# tests: first" in written
     for glob in default_test_paths(["python"]):
         assert f'#   - "{glob}"' in written
-    # A pytest project is offered checks on the tests a change reaches, commented; uncommented
-    # it is a valid setting.
-    assert "# checks: affected" in written
-    config = parse_repo_config(written.replace("# checks: affected", "checks: affected"), "r.yml")
+    # A pytest project gets checks on the tests a change reaches.
+    config = parse_repo_config(written, "r.yml")
     assert config.checks is StoryChecks.AFFECTED
     (tmp_path / "pyproject.toml").unlink()
     (tmp_path / "go.mod").write_text("module x\n")

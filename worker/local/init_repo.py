@@ -293,11 +293,11 @@ def _test_side_lines(found: Detected) -> list[str]:
     checks = []
     if found.stack == "python":
         checks = [
-            "# `affected` judges each story's commit on the pytest files its change reaches by",
-            "# import, and the whole suite once on the branch's head, where a test it finds",
-            "# broken is traced to the story that broke it (cheaper for requirements of",
-            "# several stories). `whole` runs the whole suite on every story's commit.",
-            "# checks: affected",
+            "# Each story's commit judged on the pytest files its change reaches by import,",
+            "# and the whole suite once on the branch's head, where a test it finds broken is",
+            "# traced to the story that broke it. `whole` runs the whole suite on every",
+            "# story's commit: a break no import shows is then caught in time for a retry.",
+            "checks: affected",
             "",
         ]
     return [

@@ -97,12 +97,16 @@ def test_the_reference_after_partial_checks_is_the_last_whole_one_with_each_laid
     [known] = reference_gates(stories, BASELINE)
     assert known.tests == {"a.py::t1": P, "a.py::t2": P, "b.py::t3": P, "d.py::t5": P}
     # b.py ran at the base, not on the head's check: unseen by the head's parent.
-    assert unseen_before(stories, BASELINE) == {"a.py::t1", "a.py::t2", "b.py::t3"}
+    assert unseen_before(stories, reference_gates(stories, BASELINE)) == {
+        "a.py::t1",
+        "a.py::t2",
+        "b.py::t3",
+    }
     # A whole check on top makes every test seen again, and is the reference itself.
     whole = [gate({"a.py::t1": P, "b.py::t3": F})]
     stories.append(story("US-003", (3, whole)))
     assert reference_gates(stories, BASELINE) == whole
-    assert unseen_before(stories, BASELINE) == set()
+    assert unseen_before(stories, reference_gates(stories, BASELINE)) == set()
 
 
 def test_no_test_is_unseen_when_the_head_was_made_by_a_whole_check_or_the_baseline() -> None:

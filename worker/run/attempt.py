@@ -245,7 +245,7 @@ class StoryAttempt:
             # From the story's start: a gate script its tests call changed counts too.
             gate_changes=gate_inputs(path, self.start, commit, since_start, ctx.gates),
             added_by=added_by(record),
-            unseen=unseen_before(cp.stories, cp.baseline or []),
+            unseen=unseen_before(cp.stories, reference),
         )
 
         def gates_as_they_were() -> list[GateResult]:

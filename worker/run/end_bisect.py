@@ -7,12 +7,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from worker.model.gates import GateResult, TestStatus, is_partial
+from worker.model.gates import GateResult, TestStatus
 from worker.model.state import AttemptOutcome, AttemptRecord, StoryRecord, StoryState
 from worker.run.context import RunContext
 from worker.run.selected import run_selected
 from worker.verdict.flaky import RERUNS, flaky_in
-from worker.verdict.judging import KEPT, reference_gates, tests_by_id
+from worker.verdict.judging import KEPT, partly_judged, passed_before, tests_by_id
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +31,14 @@ def trace_breaks(ctx: RunContext, final: Sequence[GateResult]) -> dict[str, str]
     re-runs showed flaky is traced too when it fails alone every time on the head (RERUNS
     runs): kept out of every verdict, it could otherwise be broken by a later story unseen."""
     cp = ctx.cp
-    chain = _kept_chain(cp.stories)
-    if not any(is_partial(a.gates) for _, a in chain):
+    if not partly_judged(cp.stories):
         return {}
-    known = tests_by_id(reference_gates(cp.stories, cp.baseline or [])) or {}
-    before = tests_by_id(cp.baseline or []) or {}
+    chain = _kept_chain(cp.stories)
+    passed = passed_before(cp.stories, cp.baseline or [])
     broken = sorted(
         t
         for t, status in (tests_by_id(final) or {}).items()
-        if status is TestStatus.FAILED and TestStatus.PASSED in (known.get(t), before.get(t))
+        if status is TestStatus.FAILED and t in passed
     )
     if not broken:
         return {}

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.model.gates import GateResult, Runner, is_partial
+from worker.model.gates import GateResult, Runner
 from worker.model.repo_config import StoryChecks
 from worker.model.state import FrozenTests, StoryRecord, StoryState
 from worker.run.calls import run_gates_on
 from worker.run.context import RunContext
 from worker.verdict.affected import affected_test_files
 from worker.verdict.collect import runs_tests
-from worker.verdict.judging import KEPT, tests_by_id
+from worker.verdict.judging import partly_judged, tests_by_id
 from worker.verdict.runners import runner_of
 from worker.verdict.tampering import added_files
 
@@ -44,7 +44,7 @@ def story_scope(
     # Options given on the command line, which the selection (reading config files) misses.
     if "PYTEST_ADDOPTS" in ctx.gate_env or any("doctest" in g.command for g in tested):
         return None
-    if not _others_remain(cp.stories, record, config.max_story_retries) and not _partly_judged(
+    if not _others_remain(cp.stories, record, config.max_story_retries) and not partly_judged(
         cp.stories
     ):
         return None
@@ -66,11 +66,6 @@ def _others_remain(stories: Sequence[StoryRecord], record: StoryRecord, retries:
         s is not record and s.state is StoryState.PENDING and len(s.attempts) < retries
         for s in stories
     )
-
-
-def _partly_judged(stories: Sequence[StoryRecord]) -> bool:
-    """Was a commit on the branch kept on a check that ran part of the suite?"""
-    return any(a.outcome in KEPT and is_partial(a.gates) for s in stories for a in s.attempts)
 
 
 def story_checks(

@@ -269,6 +269,20 @@ def judge(
     return Verdict.PASSED, "added no failing test"
 
 
+def kept_checks(stories: Sequence[StoryRecord]) -> list[list[GateResult]]:
+    """The gates of every kept attempt that ran any, oldest first: the last made the head."""
+    kept = sorted(
+        (a for s in stories for a in s.attempts if a.outcome in KEPT and a.gates),
+        key=lambda a: a.iteration,
+    )
+    return [a.gates for a in kept]
+
+
+def partly_judged(stories: Sequence[StoryRecord]) -> bool:
+    """Was a commit on the branch kept on a check that ran part of the suite?"""
+    return any(is_partial(gates) for gates in kept_checks(stories))
+
+
 def reference_gates(
     stories: Sequence[StoryRecord], baseline: Sequence[GateResult]
 ) -> list[GateResult]:
@@ -278,21 +292,25 @@ def reference_gates(
 
     Judging against it (not only the base commit) also catches a story that breaks a
     baseline test an earlier story had fixed."""
-    kept = sorted(
-        (a for s in stories for a in s.attempts if a.outcome in KEPT and a.gates),
-        key=lambda a: a.iteration,
-    )
-    whole = [i for i, a in enumerate(kept) if not is_partial(a.gates)]
+    kept = kept_checks(stories)
+    whole = [i for i, gates in enumerate(kept) if not is_partial(gates)]
     start = whole[-1] if whole else -1
-    known = kept[start].gates if whole else baseline
-    return known_results((a.gates for a in kept[start + 1 :]), known)
+    known = kept[start] if whole else baseline
+    return known_results(kept[start + 1 :], known)
 
 
-def unseen_before(stories: Sequence[StoryRecord], baseline: Sequence[GateResult]) -> set[str]:
-    """The tests of reference_gates that the check which made the head did not run."""
-    kept = [a for s in stories for a in s.attempts if a.outcome in KEPT and a.gates]
-    at_head = max(kept, key=lambda a: a.iteration).gates if kept else None
-    return unseen_at_head(reference_gates(stories, baseline), at_head)
+def passed_before(stories: Sequence[StoryRecord], baseline: Sequence[GateResult]) -> set[str]:
+    """The tests that passed at the baseline, or in what the run knows since (reference_gates)."""
+    known = tests_by_id(reference_gates(stories, baseline)) or {}
+    before = tests_by_id(baseline) or {}
+    return {t for t in {*known, *before} if TestStatus.PASSED in (known.get(t), before.get(t))}
+
+
+def unseen_before(stories: Sequence[StoryRecord], reference: Sequence[GateResult]) -> set[str]:
+    """The tests of `reference` (reference_gates) that the check which made the head did
+    not run."""
+    kept = kept_checks(stories)
+    return unseen_at_head(reference, kept[-1] if kept else None)
 
 
 def untrusted(gates: Sequence[GateResult]) -> str:

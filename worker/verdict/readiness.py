@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.model.gates import GateResult, TestStatus, is_partial
+from worker.model.gates import GateResult, TestStatus
 from worker.model.state import StopReason, StoryRecord, StoryState
 from worker.verdict.base_debt import base_debt, failing_gate
 from worker.verdict.flaky import flaky_in, red_only_by
-from worker.verdict.judging import KEPT, reference_gates, tests_by_id, untrusted
+from worker.verdict.judging import partly_judged, passed_before, tests_by_id, untrusted
 
 VANISHED_SHOWN = 5  # in a draft's reason
 
@@ -101,20 +101,16 @@ def vanished(
     failed, so the final gate is green and nothing is bisected: without this the run would
     be ready with the tests gone. A story's own test that passes only in its narrowed check
     and is skipped in the whole run is among them."""
-    if not any(is_partial(a.gates) for s in stories for a in s.attempts if a.outcome in KEPT):
+    if not partly_judged(stories):
         return []
     at_head = tests_by_id(final)
     if at_head is None:  # no per-test results: the final checks are judged as such
         return []
-    known = tests_by_id(reference_gates(stories, baseline)) or {}
-    before = tests_by_id(baseline) or {}
     flaky = flaky_in(stories)
     return sorted(
         t
-        for t in {*known, *before}
-        if TestStatus.PASSED in (known.get(t), before.get(t))
-        and at_head.get(t) in (None, TestStatus.SKIPPED)
-        and t not in flaky
+        for t in passed_before(stories, baseline)
+        if at_head.get(t) in (None, TestStatus.SKIPPED) and t not in flaky
     )
 
 
